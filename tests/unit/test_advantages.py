@@ -1,0 +1,107 @@
+"""REINFORCE++ advantages and the clipped loss against values computed by hand."""
+
+import math
+
+import pytest
+import torch
+
+from mappa.core.advantages import (
+    compute_kl,
+    compute_reinforce_pp_advantages,
+    compute_returns,
+    compute_token_rewards,
+    pad_sequences,
+    whiten,
+)
+from mappa.core.losses import compute_policy_loss
+
+OLD = torch.tensor([[-1.0, -2.0, -0.5]])
+REF = torch.tensor([[-1.5, -2.0, -1.0]])
+MASK = torch.ones(1, 3)
+
+
+def test_kl_estimators_by_hand():
+    assert torch.allclose(compute_kl(OLD, REF, "k1"), torch.tensor([[0.5, 0.0, 0.5]]))
+    assert torch.allclose(compute_kl(OLD, REF, "k2"), torch.tensor([[0.125, 0.0, 0.125]]))
+    k3 = math.exp(-0.5) - 1 + 0.5
+    assert torch.allclose(compute_kl(OLD, REF, "k3"), torch.tensor([[k3, 0.0, k3]]))
+    with pytest.raises(ValueError, match="k4"):
+        compute_kl(OLD, REF, "k4")
+
+
+def test_reward_on_last_token_and_return_to_go():
+    kl = compute_kl(OLD, REF, "k1")
+    rewards = compute_token_rewards(kl, torch.tensor([7.0]), MASK, beta=0.1, reward_scale=0.1)
+    assert torch.allclose(rewards, torch.tensor([[-0.05, 0.0, 0.65]]))
+    assert torch.allclose(compute_returns(rewards, MASK), torch.tensor([[0.6, 0.65, 0.65]]))
+
+
+def test_reward_goes_on_last_valid_token_of_padded_rows():
+    kl = torch.zeros(2, 3)
+    mask = torch.tensor([[1.0, 1.0, 0.0], [1.0, 1.0, 1.0]])
+    rewards = compute_token_rewards(kl, torch.tensor([10.0, 2.0]), mask, beta=0.01)
+    assert torch.allclose(rewards, torch.tensor([[0.0, 1.0, 0.0], [0.0, 0.0, 0.2]]))
+    returns = compute_returns(rewards, mask)
+    assert torch.allclose(returns, torch.tensor([[1.0, 1.0, 0.0], [0.2, 0.2, 0.2]]))
+
+
+def test_reward_clip():
+    rewards = compute_token_rewards(torch.zeros(1, 1), torch.tensor([10.0]), torch.ones(1, 1), 0.0, 5.0, 2.0)
+    assert rewards.item() == pytest.approx(2.0)
+
+
+def test_whiten_population_std_over_valid_tokens():
+    values = torch.tensor([[0.6, 0.65, 0.65, 99.0]])
+    mask = torch.tensor([[1.0, 1.0, 1.0, 0.0]])
+    out = whiten(values, mask)
+    assert torch.allclose(out, torch.tensor([[-math.sqrt(2), 1 / math.sqrt(2), 1 / math.sqrt(2), 0.0]]), atol=1e-4)
+
+
+def test_whiten_scope_agent_vs_global():
+    values = torch.tensor([[1.0, 3.0], [10.0, 30.0]])
+    mask = torch.ones(2, 2)
+    per_agent = whiten(values, mask, groups=["a", "b"])
+    assert torch.allclose(per_agent, torch.tensor([[-1.0, 1.0], [-1.0, 1.0]]), atol=1e-6)
+    glob = whiten(values, mask)
+    mean, std = 11.0, math.sqrt(((1 - 11) ** 2 + (3 - 11) ** 2 + (10 - 11) ** 2 + (30 - 11) ** 2) / 4)
+    assert torch.allclose(glob, (values - mean) / std, atol=1e-5)
+
+
+def test_full_chain_matches_hand_values():
+    out = compute_reinforce_pp_advantages(OLD, REF, torch.tensor([7.0]), MASK, beta=0.1)
+    assert torch.allclose(out["returns"], torch.tensor([[0.6, 0.65, 0.65]]))
+    expected = torch.tensor([[-math.sqrt(2), 1 / math.sqrt(2), 1 / math.sqrt(2)]])
+    assert torch.allclose(out["advantages"], expected, atol=1e-4)
+
+
+def test_shape_errors_are_clear():
+    with pytest.raises(ValueError, match="shapes"):
+        compute_returns(torch.zeros(2, 3), torch.zeros(2, 2))
+    with pytest.raises(ValueError, match="empty row"):
+        compute_token_rewards(torch.zeros(1, 2), torch.tensor([1.0]), torch.zeros(1, 2), 0.1)
+
+
+def test_pad_sequences_left_aligned():
+    values, mask = pad_sequences([[1.0, 2.0], [3.0]])
+    assert values.tolist() == [[1.0, 2.0], [3.0, 0.0]]
+    assert mask.tolist() == [[1.0, 1.0], [1.0, 0.0]]
+
+
+def test_clipped_loss_by_hand():
+    logp = torch.tensor([[-1.0, -1.0, -1.0]])
+    old = torch.tensor([[-1.0, -1.5, -1.5]])
+    adv = torch.tensor([[1.0, -1.0, 1.0]])
+    out = compute_policy_loss(logp, old, adv, torch.ones(1, 3), clip_eps=0.2)
+    rho = math.exp(0.5)
+    # token 1: rho 1 -> -1; token 2: A<0, min(-rho, -1.2) = -rho -> +rho; token 3: A>0, min(rho, 1.2) -> -1.2
+    assert out.loss.item() == pytest.approx((-1.0 + rho - 1.2) / 3, rel=1e-5)
+    assert out.clip_fraction.item() == pytest.approx(1 / 3)
+    assert out.num_tokens == 3
+
+
+def test_loss_ignores_padding_and_has_gradient():
+    logp = torch.tensor([[-1.0, -5.0]], requires_grad=True)
+    out = compute_policy_loss(logp, logp.detach(), torch.tensor([[2.0, 100.0]]), torch.tensor([[1.0, 0.0]]))
+    out.loss.backward()
+    assert out.loss.item() == pytest.approx(-2.0)
+    assert logp.grad.tolist() == [[-2.0, 0.0]]
