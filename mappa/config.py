@@ -116,6 +116,8 @@ class TrainerConfig(_Section):
     weight_decay: float = Field(0.0, ge=0)
     grad_clip: float = Field(1.0, gt=0)
     micro_batch_size: int = Field(4, ge=1)
+    train_batch_size: int | None = Field(None, ge=1)
+    """Actions per optimizer step; default: all of an agent's actions of the iteration in one step."""
     epochs: int = Field(1, ge=1)
     bf16_autocast: bool = True
     """bf16 autocast on CPU for the forward/backward; master weights stay fp32."""
@@ -237,7 +239,9 @@ def load_config(path: str | Path | None, overrides: list[str] | None = None) -> 
         except yaml.YAMLError as exc:
             raise ConfigError(f"config file {path} is not valid YAML: {exc}") from exc
         if not isinstance(data, dict):
-            raise ConfigError(f"config file {path} must hold a mapping of sections, not {type(data).__name__}")
+            raise ConfigError(
+                f"config file {path} must hold a mapping of sections, not {type(data).__name__}"
+            )
     data = apply_overrides(data, overrides or [])
     return validate_config(data, source=str(path) if path else "config")
 

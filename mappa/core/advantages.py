@@ -117,7 +117,9 @@ def compute_reinforce_pp_advantages(
     return {"kl": kl, "rewards": rewards, "returns": returns, "advantages": advantages}
 
 
-def pad_sequences(rows: Sequence[Sequence[float]], dtype: torch.dtype = torch.float32) -> tuple[torch.Tensor, torch.Tensor]:
+def pad_sequences(
+    rows: Sequence[Sequence[float]], dtype: torch.dtype = torch.float32
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Left-aligned padding of ragged rows into (values, mask), both (B, T)."""
     width = max((len(r) for r in rows), default=0)
     values = torch.zeros(len(rows), width, dtype=dtype)

@@ -54,7 +54,9 @@ def test_whiten_population_std_over_valid_tokens():
     values = torch.tensor([[0.6, 0.65, 0.65, 99.0]])
     mask = torch.tensor([[1.0, 1.0, 1.0, 0.0]])
     out = whiten(values, mask)
-    assert torch.allclose(out, torch.tensor([[-math.sqrt(2), 1 / math.sqrt(2), 1 / math.sqrt(2), 0.0]]), atol=1e-4)
+    assert torch.allclose(
+        out, torch.tensor([[-math.sqrt(2), 1 / math.sqrt(2), 1 / math.sqrt(2), 0.0]]), atol=1e-4
+    )
 
 
 def test_whiten_scope_agent_vs_global():

@@ -1,0 +1,47 @@
+"""An agent: a seat's name and role (its system prompt) plus a handle to the policy that answers for it.
+
+`Agent.act` turns a batch of observations into chats, asks the policy (usually a Ray actor holding the
+agent's own weights, see `mappa.cluster.model_worker`) for one generation each, and returns what the env
+needs to record an `Action`. The policy handle is any async function over chats, so an env never knows
+where the weights live.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from mappa.inference.engine import Generation, SamplingParams
+
+Chat = list[dict[str, str]]
+
+
+@dataclass(frozen=True)
+class Reply:
+    """One generation with the exact prompt text it answered."""
+
+    observation: str
+    prompt: str
+    generation: Generation
+    seconds: float
+
+
+ChatFn = Callable[[list[Chat], SamplingParams], Awaitable[list[tuple[str, Generation, float]]]]
+
+
+@dataclass(frozen=True)
+class Agent:
+    name: str
+    role: str
+    chat: ChatFn
+    params: SamplingParams
+
+    async def act(self, observations: list[str]) -> list[Reply]:
+        """One reply per observation, in order."""
+        if not observations:
+            return []
+        chats = [
+            [{"role": "system", "content": self.role}, {"role": "user", "content": o}] for o in observations
+        ]
+        answers = await self.chat(chats, self.params)
+        return [Reply(o, prompt, gen, seconds) for o, (prompt, gen, seconds) in zip(observations, answers)]

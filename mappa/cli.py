@@ -1,0 +1,137 @@
+"""The `mappa` command: train | resume | models.
+
+`mappa train CONFIG --set k=v --run-id ID` validates the config before anything starts, runs the Prefect
+flow in this process (against PREFECT_API_URL when set, else Prefect's embedded server; Ray workers never
+talk to Prefect, so no per-worker servers start), streams one line per stage and ends with a table per
+agent (mean coach score, KL, loss) and per iteration (success rate, stage times).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from mappa.config import ConfigError, load_config
+
+console = Console()
+
+
+def _prefect_defaults() -> None:
+    """Offline-friendly Prefect settings; must run before prefect is imported."""
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
+    os.environ.setdefault("PREFECT_LOGGING_LEVEL", "INFO")
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    overrides = list(args.set or [])
+    if args.iterations is not None:
+        overrides.append(f"iterations={args.iterations}")
+    config = load_config(args.config, overrides)  # fails fast, before Ray or Prefect start
+    from mappa.envs.registry import load_env_problems
+    from mappa.inference.prepare import resolve_model
+
+    load_env_problems(config.env.train_data)
+    for name, agent in config.agents.items():
+        console.print(f"[dim]agent {name}: model {resolve_model(agent.model)}[/dim]")
+    from mappa.flows.train import new_run_id, train
+
+    run_id = args.run_id or new_run_id(config.name)
+    console.print(f"[bold]mappa train[/bold] run [cyan]{run_id}[/cyan], {config.iterations} iteration(s)")
+    summary = train(config_path=args.config, overrides=overrides, run_id=run_id)
+    print_summary(summary)
+    return 0
+
+
+def cmd_resume(args: argparse.Namespace) -> int:
+    from mappa.flows.train import train
+    from mappa.storage.run import Run
+
+    run = Run.open(args.root, args.run_id)
+    path = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"mappa-resume-{args.run_id}.yaml")
+    with open(path, "w") as handle:
+        handle.write(run.store.read_text(args.run_id, "config.yaml"))
+    overrides = [f"storage.root={args.root}"]
+    print_summary(train(config_path=path, overrides=overrides, run_id=args.run_id))
+    return 0
+
+
+def cmd_models(args: argparse.Namespace) -> int:
+    from mappa.inference.prepare import prepare_model
+
+    path = prepare_model(args.name, force=args.force)
+    console.print(f"model [cyan]{args.name}[/cyan] ready at {path}")
+    return 0
+
+
+def print_summary(summary: dict[str, Any]) -> None:
+    agents = Table(title=f"run {summary['run_id']}: agents")
+    for column in ("agent", "iteration", "mean coach score", "KL", "loss"):
+        agents.add_column(column, justify="right" if column != "agent" else "left")
+    for agent, rows in summary["agents"].items():
+        for row in rows:
+            agents.add_row(
+                agent,
+                str(row["iteration"]),
+                f"{row['mean_score']:.2f}",
+                f"{row['kl']:.5f}",
+                f"{row['loss']:.4f}",
+            )
+    iterations = Table(title="iterations")
+    for column in ("iteration", "success rate", "rollout s", "score s", "advantages s", "update s"):
+        iterations.add_column(column, justify="right")
+    for row in summary["iterations"]:
+        t = row["seconds"]
+        iterations.add_row(
+            str(row["iteration"]),
+            f"{row['success_rate']:.0%}",
+            *(f"{t[s]:.1f}" for s in ("rollout", "score", "advantages", "update")),
+        )
+    console.print(agents)
+    console.print(iterations)
+    console.print(f"artifacts: {summary['url']}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="mappa", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    train = sub.add_parser("train", help="train a run from a YAML config")
+    train.add_argument("config", help="YAML config, e.g. configs/mathchat-cpu.yaml")
+    train.add_argument(
+        "--set", action="append", metavar="KEY=VALUE", help="dotted override, e.g. algo.beta=0.02"
+    )
+    train.add_argument("--run-id", help="continue or name this run (default: <name>-<timestamp>)")
+    train.add_argument("--iterations", type=int, help="same as --set iterations=N")
+    train.set_defaults(func=cmd_train)
+    resume = sub.add_parser("resume", help="continue a run where it stopped")
+    resume.add_argument("run_id")
+    resume.add_argument("--root", default="runs", help="the run's storage root (default: runs)")
+    resume.set_defaults(func=cmd_resume)
+    models = sub.add_parser("models", help="prepare local models")
+    models_sub = models.add_subparsers(dest="models_command", required=True)
+    prepare = models_sub.add_parser("prepare", help="convert a known model (smollm2) into a local HF folder")
+    prepare.add_argument("name")
+    prepare.add_argument("--force", action="store_true")
+    prepare.set_defaults(func=cmd_models)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    _prefect_defaults()
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except (ConfigError, FileNotFoundError, ValueError) as exc:
+        console.print(f"[bold red]error:[/bold red] {exc}")
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

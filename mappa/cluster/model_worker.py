@@ -1,0 +1,115 @@
+"""A long-lived model worker (a Ray actor): one agent's weights, its engine and its trainer.
+
+On CPU the engine shares the trainer's policy module, so a weight update is visible to the next
+generation at once (and `Engine.update_weights` is still called, as it must be for engines that hold their
+own copy). A frozen agent or the local coach holds the policy only: no reference model, no optimizer.
+Everything crossing the actor boundary is plain lists and dicts.
+
+Not covered: several engines or trainer ranks per agent (GPU placement groups, planned with vLLM/DeepSpeed).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+from transformers import AutoTokenizer
+
+from mappa.config import AlgoConfig, EngineConfig, TrainerConfig
+from mappa.inference.engine import SamplingParams
+from mappa.inference.hf import HFEngine
+from mappa.inference.prepare import resolve_model
+from mappa.storage.store import ArtifactStore
+from mappa.trainer.torch_trainer import TorchTrainer, TrainSample
+
+
+class ModelWorker:
+    def __init__(
+        self,
+        name: str,
+        model: str,
+        trainable: bool,
+        trainer: dict[str, Any],
+        algo: dict[str, Any],
+        engine: dict[str, Any],
+        seed: int = 0,
+        torch_threads: int | None = None,
+    ) -> None:
+        torch.set_num_threads(torch_threads or os.cpu_count() or 1)
+        self.name = name
+        self._init_args = (model, trainable, trainer, algo, seed)
+        self._load(model, trainable, trainer, algo, engine, seed)
+
+    def _load(self, model, trainable, trainer, algo, engine, seed) -> None:
+        path = resolve_model(model)
+        self.tokenizer = AutoTokenizer.from_pretrained(path)
+        if self.tokenizer.pad_token_id is None:
+            self.tokenizer.pad_token = self.tokenizer.eos_token
+        engine_config = EngineConfig(**engine)
+        self.trainer = TorchTrainer(
+            path, TrainerConfig(**trainer), AlgoConfig(**algo), self.tokenizer.pad_token_id, trainable, seed
+        )
+        self.engine = HFEngine(
+            self.trainer.policy, self.tokenizer, engine_config.batch_size, engine_config.bf16_autocast
+        )
+        self.engine_config = engine
+        self.weights_iteration = 0  # finished updates whose weights this worker serves; -1: unsaved changes
+
+    def reset(self) -> None:
+        """Back to the base model with a fresh optimizer (iteration 0 after an interrupted update)."""
+        model, trainable, trainer, algo, seed = self._init_args
+        self._load(model, trainable, trainer, algo, self.engine_config, seed)
+
+    def ready(self) -> dict[str, Any]:
+        params = sum(p.numel() for p in self.trainer.policy.parameters())
+        return {"name": self.name, "parameters": params, "weights_iteration": self.weights_iteration}
+
+    def chat(
+        self, chats: list[list[dict[str, str]]], params: dict[str, Any]
+    ) -> list[tuple[str, dict, float]]:
+        """Apply the chat template and generate; returns (prompt text, generation fields, seconds) each."""
+        sampling = SamplingParams(**{**params, "stop": tuple(params.get("stop") or ())})
+        prompts = [
+            self.tokenizer.apply_chat_template(c, tokenize=False, add_generation_prompt=True) for c in chats
+        ]
+        started = time.perf_counter()
+        generations = self.engine.generate(prompts, sampling)
+        per_item = (time.perf_counter() - started) / max(len(prompts), 1)
+        return [(p, dataclasses.asdict(g), per_item) for p, g in zip(prompts, generations)]
+
+    def logprobs(self, prompts: list[list[int]], responses: list[list[int]], which: str) -> list[list[float]]:
+        return self.trainer.logprobs(prompts, responses, which)
+
+    def train(self, samples: list[dict[str, Any]], seed: int) -> dict[str, float]:
+        self.weights_iteration = -1  # changed weights, not yet saved: a retry must reload a checkpoint
+        metrics = self.trainer.train([TrainSample(**s) for s in samples], seed=seed)
+        self.engine.update_weights(self.trainer.policy.state_dict())
+        return metrics
+
+    def save_checkpoint(self, root: str, parts: list[str], iteration: int) -> str:
+        """Write weights, optimizer and RNG state under the store; marks this worker at `iteration + 1`."""
+        self.weights_iteration = iteration + 1
+        store = ArtifactStore(root)
+        with tempfile.TemporaryDirectory(prefix="mappa-ckpt-") as tmp:
+            self.trainer.save_checkpoint(Path(tmp), extra={"iteration": iteration})
+            self.tokenizer.save_pretrained(tmp)
+            return store.put_folder(Path(tmp), *parts)
+
+    def load_checkpoint(self, root: str, parts: list[str]) -> int:
+        store = ArtifactStore(root)
+        with tempfile.TemporaryDirectory(prefix="mappa-ckpt-") as tmp:
+            store.get_folder(Path(tmp), *parts)
+            extra = self.trainer.load_checkpoint(Path(tmp))
+        self.engine.update_weights(self.trainer.policy.state_dict())
+        self.weights_iteration = int(extra["iteration"]) + 1
+        return self.weights_iteration
+
+    def weights_checksum(self) -> float:
+        """A cheap fingerprint of the policy weights (tests check that updates change them)."""
+        with torch.no_grad():
+            return float(sum(p.double().abs().sum() for p in self.trainer.policy.parameters()))

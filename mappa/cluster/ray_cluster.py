@@ -1,0 +1,100 @@
+"""Ray: start a local cluster or join one, and hold one named, long-lived worker per agent (and coach).
+
+Workers are named `mappa-<run id>-<agent>` and fetched with `get_if_exists`, so every Prefect task of a
+run talks to the same actors instead of reloading models. When a worker is (re)created for an iteration
+after the first (a resumed run, a lost node) it loads the agent's last checkpoint before it serves.
+
+A local cluster is started when neither `cluster.address` nor RAY_ADDRESS names one; workers then ask for
+no CPUs of their own, since the stages call them one at a time and they share the machine's cores.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from typing import Any
+
+import ray
+
+from mappa.cluster.model_worker import ModelWorker
+from mappa.config import RunConfig
+from mappa.storage.run import Run
+
+COACH = "coach"
+
+
+def ensure_ray(config: RunConfig) -> None:
+    """Connect to the configured cluster or start a local one (idempotent)."""
+    if ray.is_initialized():
+        return
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    address = config.cluster.address or os.environ.get("RAY_ADDRESS")
+    if address:
+        ray.init(address=address, ignore_reinit_error=True, log_to_driver=False)
+        return
+    ray.init(
+        num_cpus=config.cluster.num_cpus or os.cpu_count(),
+        include_dashboard=False,
+        ignore_reinit_error=True,
+        log_to_driver=False,
+        _temp_dir=os.environ.get("MAPPA_RAY_TMP", os.path.join(tempfile.gettempdir(), "mappa-ray")),
+    )
+
+
+def _worker(run: Run, name: str, model: str, trainable: bool) -> Any:
+    config = run.config
+    actor = ray.remote(ModelWorker).options(
+        name=f"mappa-{run.run_id}-{name}",
+        get_if_exists=True,
+        num_cpus=0,
+        max_concurrency=1,
+    )
+    return actor.remote(
+        name,
+        model,
+        trainable,
+        config.trainer.model_dump(),
+        config.algo.model_dump(),
+        config.engine.model_dump(),
+        config.seed,
+        config.cluster.torch_threads,
+    )
+
+
+def agent_workers(run: Run, iteration: int) -> dict[str, Any]:
+    """One worker per agent, serving the weights that iteration `iteration` must roll out with."""
+    ensure_ray(run.config)
+    workers = {
+        name: _worker(run, name, agent.model, agent.trainable) for name, agent in run.config.agents.items()
+    }
+    states = dict(zip(workers, ray.get([w.ready.remote() for w in workers.values()])))
+    loads = []
+    for name, worker in workers.items():
+        if not run.config.agents[name].trainable or states[name]["weights_iteration"] == iteration:
+            continue
+        if iteration == 0:
+            loads.append(worker.reset.remote())
+        else:
+            parts = list(run.checkpoint_parts(name, iteration - 1))
+            loads.append(worker.load_checkpoint.remote(run.config.storage.root, parts))
+    ray.get(loads)
+    return workers
+
+
+def coach_worker(run: Run) -> Any:
+    """The local coach's model (frozen), for `coach.type: local`."""
+    ensure_ray(run.config)
+    worker = _worker(run, COACH, run.config.coach.model, trainable=False)
+    ray.get(worker.ready.remote())
+    return worker
+
+
+def release_workers(run_id: str, names: list[str]) -> None:
+    """Kill a run's named workers (end of a run), freeing their memory."""
+    if not ray.is_initialized():
+        return
+    for name in names:
+        try:
+            ray.kill(ray.get_actor(f"mappa-{run_id}-{name}"))
+        except ValueError:
+            continue

@@ -1,0 +1,109 @@
+"""What every coach is, and the ask / re-ask / fallback logic shared by the LLM backends.
+
+A coach turns `CoachRequest`s into `ActionScore`s, one per request and in the same order
+(`Coach.score`). An LLM coach (`LLMCoach`) makes one call per action; if the answer has no parsable
+`PROCESS_SCORE:` line it asks once more, appending its answer and a short correction; if that fails too it
+records `fallback_score` with parse_status `fallback` (`retried` when the second answer parsed). Backends
+only implement `_chat_batch`: answer a list of chats.
+
+Not covered here: transport (HTTP retries live in `mappa.coach.openai`), caching, prompt rendering.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Protocol
+
+from mappa.coach.parse import parse_score
+from mappa.coach.prompt import CoachRequest
+from mappa.core.types import ActionScore
+
+REASK_MESSAGE = (
+    "Your answer did not end with the required score line. Reply with only this line, nothing else:\n"
+    "PROCESS_SCORE: <integer 0-10>"
+)
+
+
+class CoachError(RuntimeError):
+    """A coach backend failed in a way a retry will not fix; the message says what to change."""
+
+
+class CoachUnavailableError(CoachError):
+    """The coach endpoint could not be reached (or did not answer) after all retries."""
+
+
+class Coach(Protocol):
+    """Anything that scores actions: `score` returns one `ActionScore` per request, in order."""
+
+    model_name: str
+
+    async def score(self, requests: list[CoachRequest]) -> list[ActionScore]: ...
+
+
+def trim_rationale(text: str, limit: int) -> str:
+    text = text.strip()
+    return text if len(text) <= limit else text[: limit - 3].rstrip() + "..."
+
+
+def reask_messages(messages: list[dict[str, str]], bad_answer: str) -> list[dict[str, str]]:
+    """The original chat, the unparsable answer, and a correction asking only for the score line."""
+    correction = [{"role": "assistant", "content": bad_answer}, {"role": "user", "content": REASK_MESSAGE}]
+    return [*messages, *correction]
+
+
+class LLMCoach(ABC):
+    """An LLM-backed coach: subclasses answer a batch of chats; parsing, re-ask and fallback live here."""
+
+    model_name: str
+
+    def __init__(self, model_name: str, fallback_score: float = 5.0, max_rationale_chars: int = 600) -> None:
+        if not 0.0 <= fallback_score <= 10.0:
+            raise ValueError(f"fallback_score must be in [0, 10], got {fallback_score}")
+        self.model_name = model_name
+        self.fallback_score = fallback_score
+        self.max_rationale_chars = max_rationale_chars
+
+    @abstractmethod
+    async def _chat_batch(self, chats: list[list[dict[str, str]]]) -> list[str]:
+        """One answer text per chat, in order."""
+
+    async def _answers(self, chats: list[list[dict[str, str]]]) -> list[str]:
+        answers = await self._chat_batch(chats)
+        if len(answers) != len(chats):
+            raise CoachError(f"coach {self.model_name} gave {len(answers)} answers for {len(chats)} chats")
+        return [a or "" for a in answers]
+
+    async def score(self, requests: list[CoachRequest]) -> list[ActionScore]:
+        if not requests:
+            return []
+        first = await self._answers([r.messages for r in requests])
+        scores: list[ActionScore | None] = [None] * len(requests)
+        bad: list[int] = []
+        for i, (request, answer) in enumerate(zip(requests, first, strict=True)):
+            value = parse_score(answer)
+            if value is None:
+                bad.append(i)
+            else:
+                scores[i] = self._make(request, value, answer, "ok")
+        if bad:
+            second = await self._answers([reask_messages(requests[i].messages, first[i]) for i in bad])
+            for i, answer in zip(bad, second, strict=True):
+                value = parse_score(answer)
+                if value is None:
+                    note = f"unparsable coach answer, fallback score: {first[i]} || {answer}"
+                    scores[i] = self._make(requests[i], self.fallback_score, note, "fallback")
+                else:
+                    scores[i] = self._make(requests[i], value, f"{first[i]}\n{answer}", "retried")
+        return [s for s in scores if s is not None]
+
+    def _make(self, request: CoachRequest, value: float, rationale: str, status: str) -> ActionScore:
+        return ActionScore(
+            action_id=request.action_id,
+            trajectory_id=request.trajectory_id,
+            agent=request.agent,
+            score=value,
+            rationale=trim_rationale(rationale, self.max_rationale_chars),
+            coach_model=self.model_name,
+            parse_status=status,
+            used_ground_truth=request.used_ground_truth,
+        )

@@ -1,0 +1,57 @@
+"""Choosing a coach from the config: `build_coach(config)` with registry keys equal to `coach.type`.
+
+The openai backend reads its API key from the environment variable named by `coach.api_key_env`, once,
+here. A missing key is allowed only for loopback endpoints (a local vLLM server needs none); otherwise the
+error names the variable to set. The local backend needs the caller's `chat_fn` (an engine's batch chat).
+
+Not covered here: starting the coach's engine or server.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+from urllib.parse import urlparse
+
+from mappa.coach.base import Coach
+from mappa.coach.local import ChatFn, LocalCoach
+from mappa.coach.openai import OpenAICoach
+from mappa.coach.rubric import RubricCoach
+from mappa.config import CoachConfig
+
+
+def build_coach(config: CoachConfig, chat_fn: ChatFn | None = None, env_type: str = "mathchat") -> Coach:
+    """The coach `config.type` names; `env_type` picks the rubric's rule set."""
+    if config.type == "rubric":
+        return RubricCoach(config.use_ground_truth, env_type)
+    if config.type == "local":
+        if chat_fn is None:
+            raise ValueError(
+                "coach.type=local needs a chat_fn (an engine's batch chat function) from the caller; "
+                "or set coach.type=openai (with coach.base_url) or coach.type=rubric"
+            )
+        return LocalCoach(chat_fn, config.model, config.fallback_score)
+    if config.type == "openai":
+        return OpenAICoach(config, _api_key(config))
+    raise ValueError(f"unknown coach.type {config.type!r}; choose local, openai or rubric")
+
+
+def _api_key(config: CoachConfig) -> str | None:
+    key = os.environ.get(config.api_key_env) or None
+    if key is None and not is_loopback(config.base_url or ""):
+        raise ValueError(
+            f"coach.type=openai at {config.base_url} needs an API key in the environment variable "
+            f"${config.api_key_env} (set it, or point coach.api_key_env at the variable that holds it); "
+            f"only loopback endpoints (127.0.0.1, localhost) may go without a key"
+        )
+    return key
+
+
+def is_loopback(url: str) -> bool:
+    host = urlparse(url).hostname or ""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

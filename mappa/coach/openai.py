@@ -1,0 +1,115 @@
+"""A coach behind any OpenAI-compatible chat endpoint (a vLLM server, a hosted API).
+
+One POST `{base_url}/chat/completions` per chat, at most `max_concurrency` in flight (a semaphore).
+Connection errors, timeouts, 429 and 5xx are retried up to `max_retries` times with exponential backoff
+and full jitter (a numeric `Retry-After` is honoured, capped at 30 s); other 4xx fail at once, naming
+the status and the endpoint. When the endpoint stays unreachable, `CoachUnavailableError` names the
+base_url and the fix. The API key is sent only in the Authorization header: never logged, never in
+errors or `repr`.
+
+Not covered here: streaming, tool calling, or counting tokens against the endpoint's context limit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+
+import httpx
+
+from mappa.coach.base import CoachError, CoachUnavailableError, LLMCoach
+from mappa.config import CoachConfig
+
+_RETRY_STATUS = frozenset({408, 429}) | frozenset(range(500, 600))
+_MAX_RETRY_AFTER_S = 30.0
+
+
+class OpenAICoach(LLMCoach):
+    """Scores actions through `{config.base_url}/chat/completions` with `config.model`."""
+
+    def __init__(
+        self, config: CoachConfig, api_key: str | None, backoff_s: float = 0.5, max_backoff_s: float = 8.0
+    ) -> None:
+        if not config.base_url:
+            raise ValueError("coach.type=openai needs coach.base_url (e.g. http://127.0.0.1:8000/v1)")
+        super().__init__(config.model, config.fallback_score)
+        self.config = config
+        self.url = config.base_url.rstrip("/") + "/chat/completions"
+        self._api_key = api_key
+        self.backoff_s = backoff_s
+        self.max_backoff_s = max_backoff_s
+
+    def __repr__(self) -> str:
+        return f"OpenAICoach(model={self.model_name!r}, url={self.url!r})"
+
+    async def _chat_batch(self, chats: list[list[dict[str, str]]]) -> list[str]:
+        # A client per batch: httpx clients are bound to the event loop that created them.
+        semaphore = asyncio.Semaphore(self.config.max_concurrency)
+        limits = httpx.Limits(max_connections=self.config.max_concurrency)
+        headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
+        async with httpx.AsyncClient(timeout=self.config.timeout_s, limits=limits, headers=headers) as client:
+
+            async def one(messages: list[dict[str, str]]) -> str:
+                async with semaphore:
+                    return await self._post_with_retries(client, messages)
+
+            return list(await asyncio.gather(*(one(chat) for chat in chats)))
+
+    async def _post_with_retries(self, client: httpx.AsyncClient, messages: list[dict[str, str]]) -> str:
+        payload = {
+            "model": self.config.model,
+            "messages": messages,
+            "temperature": self.config.temperature,
+            "max_tokens": self.config.max_new_tokens,
+        }
+        attempts = self.config.max_retries + 1
+        last = ""
+        for attempt in range(attempts):
+            retry_after: float | None = None
+            try:
+                response = await client.post(self.url, json=payload)
+            except httpx.TransportError as exc:  # connection refused, DNS, timeouts
+                last = f"{type(exc).__name__}: {exc}"
+            else:
+                if response.status_code == 200:
+                    return _content(response, self.url)
+                if response.status_code not in _RETRY_STATUS:
+                    raise CoachError(
+                        f"coach endpoint {self.url} answered HTTP {response.status_code}: "
+                        f"{response.text[:300]!r}; check coach.model ({self.config.model!r}) and the API key "
+                        f"in ${self.config.api_key_env}"
+                    )
+                last = f"HTTP {response.status_code}"
+                retry_after = _retry_after(response)
+            if attempt + 1 < attempts:
+                await asyncio.sleep(self._delay(attempt, retry_after))
+        raise CoachUnavailableError(
+            f"coach endpoint {self.config.base_url} did not answer after {attempts} attempt(s) "
+            f"(last: {last}). "
+            f"Fix: start the server (e.g. `vllm serve <model> --port 8000`) or correct coach.base_url; raise "
+            f"coach.timeout_s / coach.max_retries for a slow endpoint; or use coach.type=rubric offline."
+        )
+
+    def _delay(self, attempt: int, retry_after: float | None) -> float:
+        if retry_after is not None:
+            return min(retry_after, _MAX_RETRY_AFTER_S)
+        cap = min(self.max_backoff_s, self.backoff_s * 2**attempt)
+        return random.uniform(0.0, cap)  # full jitter: spreads retries of concurrent calls
+
+
+def _retry_after(response: httpx.Response) -> float | None:
+    value = response.headers.get("retry-after")
+    try:
+        return max(0.0, float(value)) if value is not None else None
+    except ValueError:
+        return None  # an HTTP date: fall back to our own backoff
+
+
+def _content(response: httpx.Response, url: str) -> str:
+    try:
+        return response.json()["choices"][0]["message"].get("content") or ""
+    except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
+        raise CoachError(
+            f"coach endpoint {url} did not answer in OpenAI chat format ({type(exc).__name__}): "
+            f"{response.text[:300]!r}; point coach.base_url at an OpenAI-compatible /v1 endpoint"
+        ) from None

@@ -1,0 +1,245 @@
+"""What the coach is asked about one action: prompt templates and `CoachRequest`s.
+
+A request renders one action of one trajectory through a template file: the system's task, the agent's
+role and the other agents' roles in pipeline order (marked upstream/downstream, so blame can go upstream:
+a downstream "file not found" is the upstream agent's fault), what the agent saw, what it wrote, what the
+tool answered and, only when `use_ground_truth` is set, the reference answer. Long texts are cut in the
+middle (head and tail kept) and every cut is stated in the prompt, so the coach knows it did not see all.
+
+Template files (`mappa/coach/templates/<name>.txt`, or any path to a .txt file) are plain text with two
+sections, `<<system>>` and `<<user>>`, and `${name}` placeholders (`string.Template`) from
+`PLACEHOLDERS`. A template's `version` is a hash of its text, for caching coach answers.
+
+Not covered here: calling a coach (`mappa.coach.base` and the backends), parsing its answer
+(`mappa.coach.parse`), the per-env role texts (the env supplies them).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import string
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mappa.core.types import Action, ToolResult, Trajectory
+
+TEMPLATE_DIR = Path(__file__).parent / "templates"
+PLACEHOLDERS = frozenset(
+    {
+        "task",
+        "agents",
+        "agent",
+        "role",
+        "observation",
+        "observation_note",
+        "response",
+        "response_note",
+        "tool",
+        "reference",
+    }
+)
+SYSTEM_MARK, USER_MARK = "<<system>>", "<<user>>"
+
+
+@dataclass(frozen=True)
+class PromptTemplate:
+    """A loaded template: its name, system and user text, and `version` (hash of the file's text)."""
+
+    name: str
+    system: str
+    user: str
+    version: str
+
+    @property
+    def placeholders(self) -> set[str]:
+        parts = (string.Template(self.system), string.Template(self.user))
+        return {name for part in parts for name in part.get_identifiers()}
+
+
+@dataclass(frozen=True)
+class CoachRequest:
+    """One coach call about one action. `action` and `trajectory` ride along (not compared, not serialised)
+    for coaches that judge the data itself (the rubric); LLM backends read only `messages`."""
+
+    action_id: str
+    trajectory_id: str
+    agent: str
+    messages: list[dict[str, str]]
+    used_ground_truth: bool
+    template_version: str = ""
+    action: Action | None = field(default=None, compare=False, repr=False)
+    trajectory: Trajectory | None = field(default=None, compare=False, repr=False)
+
+    def content_hash(self) -> str:
+        """Hash of what the coach sees (messages and template version): a cache key with the coach model."""
+        blob = json.dumps([self.template_version, self.messages], sort_keys=True).encode()
+        return hashlib.sha256(blob).hexdigest()
+
+
+def available_templates() -> list[str]:
+    return sorted(p.stem for p in TEMPLATE_DIR.glob("*.txt"))
+
+
+def load_template(name_or_path: str) -> PromptTemplate:
+    """Resolve a template name (`mathchat`) or a path to a .txt file; unknown names raise `ValueError`."""
+    path = Path(name_or_path)
+    if path.suffix != ".txt":
+        path = TEMPLATE_DIR / f"{name_or_path}.txt"
+    if not path.is_file():
+        raise ValueError(
+            f"coach template `{name_or_path}` not found (looked for {path}); available templates: "
+            f"{', '.join(available_templates())}, or give a path to a .txt file in coach.template"
+        )
+    text = path.read_text(encoding="utf-8")
+    return parse_template(text, name=path.stem, source=str(path))
+
+
+def parse_template(text: str, name: str = "custom", source: str = "template") -> PromptTemplate:
+    """Split a template's text into system and user parts and check its placeholders."""
+    if (
+        text.count(SYSTEM_MARK) != 1
+        or text.count(USER_MARK) != 1
+        or text.index(SYSTEM_MARK) > text.index(USER_MARK)
+    ):
+        raise ValueError(f"{source}: a coach template needs one `{SYSTEM_MARK}` line, then one `{USER_MARK}`")
+    system, user = text.split(USER_MARK)
+    template = PromptTemplate(
+        name=name,
+        system=system.replace(SYSTEM_MARK, "").strip(),
+        user=user.strip(),
+        version=hashlib.sha256(text.encode()).hexdigest()[:12],
+    )
+    unknown = template.placeholders - PLACEHOLDERS
+    if unknown:
+        raise ValueError(f"{source}: unknown placeholders {sorted(unknown)}; allowed: {sorted(PLACEHOLDERS)}")
+    if "PROCESS_SCORE" not in template.system + template.user:
+        raise ValueError(f"{source}: the template must ask for a final `PROCESS_SCORE: <0-10>` line")
+    return template
+
+
+def trim(text: str, limit: int) -> tuple[str, str]:
+    """Cut `text` to `limit` characters, keeping head and tail; returns (text, a note stating the cut)."""
+    if len(text) <= limit:
+        return text, ""
+    head = limit * 2 // 3
+    tail = limit - head
+    cut = len(text) - limit
+    body = f"{text[:head]}\n[... {cut} characters cut ...]\n{text[len(text) - tail :] if tail else ''}"
+    return body, f" (trimmed: first {head} and last {tail} of {len(text)} characters shown)"
+
+
+def render_tool(action: Action, max_chars: int) -> str:
+    """The tool's answer: exit status, timeout, sandbox error, stdout and stderr within `max_chars` in all."""
+    if action.tool_call is None:
+        return "No tool call: this output contained no code to run."
+    result = action.tool_result
+    if result is None:
+        return "A tool call was made but no result was recorded."
+    status = f"exit status {result.exit_code}" if result.exit_code is not None else "no exit status"
+    lines = [f"{status}; timed out: {'yes' if result.timed_out else 'no'}"]
+    if result.error:
+        lines.append(f"sandbox error: {result.error}")
+    out_budget, err_budget = _split_budget(result, max_chars)
+    for label, text, budget in (("stdout", result.stdout, out_budget), ("stderr", result.stderr, err_budget)):
+        if not text.strip():
+            lines.append(f"{label}: (empty)")
+            continue
+        shown, note = trim(text, budget)
+        lines.append(f"{label}{note}:\n{shown.rstrip()}")
+    return "\n".join(lines)
+
+
+def _split_budget(result: ToolResult, max_chars: int) -> tuple[int, int]:
+    """Half each to stdout and stderr; what one does not need goes to the other."""
+    half = max_chars // 2
+    err = min(len(result.stderr), half)
+    out = min(len(result.stdout), max_chars - err)
+    err = min(len(result.stderr), max_chars - out)
+    return max(out, 1), max(err, 1)
+
+
+def render_agents(agent: str, roles: dict[str, str]) -> str:
+    """All agents in pipeline order (the order of `roles`), marked upstream, this agent, or downstream."""
+    order = list(roles)
+    here = order.index(agent)
+    lines = []
+    for i, name in enumerate(order):
+        if i == here:
+            where = "this agent"
+        else:
+            where = "upstream, acts before" if i < here else "downstream, acts after"
+        lines.append(f"{i + 1}. {name} ({where}): {roles[name]}")
+    return "\n".join(lines)
+
+
+def build_requests(
+    trajectory: Trajectory,
+    task: str,
+    roles: dict[str, str],
+    template: str | PromptTemplate,
+    use_ground_truth: bool,
+    max_tool_chars: int = 1500,
+    max_text_chars: int = 1200,
+    max_task_chars: int = 1000,
+) -> list[CoachRequest]:
+    """One `CoachRequest` per action of `trajectory`, rendered through `template`.
+
+    `task` is the system's task for this trajectory (usually the problem statement); `roles` maps every
+    agent name to its role, in pipeline order. The reference answer is shown only if `use_ground_truth`.
+    Observation and response are cut to `max_text_chars` each, stdout + stderr to `max_tool_chars`.
+    """
+    tpl = load_template(template) if isinstance(template, str) else template
+    _check_inputs(trajectory, roles, tpl, use_ground_truth)
+    task_text, task_note = trim(task, max_task_chars)
+    reference = f"\nREFERENCE ANSWER (ground truth): {trajectory.problem.answer}\n"
+    shared = {
+        "task": task_text + (f"\n[task{task_note}]" if task_note else ""),
+        "reference": reference if use_ground_truth else "",
+    }
+    requests = []
+    for action in trajectory.actions:
+        values = {**shared, **_action_values(action, roles, max_text_chars, max_tool_chars)}
+        messages = [
+            {"role": "system", "content": string.Template(tpl.system).substitute(values)},
+            {"role": "user", "content": string.Template(tpl.user).substitute(values)},
+        ]
+        requests.append(
+            CoachRequest(
+                action_id=action.id,
+                trajectory_id=trajectory.id,
+                agent=action.agent,
+                messages=messages,
+                used_ground_truth=use_ground_truth,
+                template_version=tpl.version,
+                action=action,
+                trajectory=trajectory,
+            )
+        )
+    return requests
+
+
+def _action_values(action: Action, roles: dict[str, str], max_text_chars: int, max_tool_chars: int) -> dict:
+    observation, observation_note = trim(action.observation, max_text_chars)
+    response, response_note = trim(action.response, max_text_chars)
+    return {
+        "agents": render_agents(action.agent, roles),
+        "agent": action.agent,
+        "role": roles[action.agent],
+        "observation": observation,
+        "observation_note": observation_note,
+        "response": response,
+        "response_note": response_note,
+        "tool": render_tool(action, max_tool_chars),
+    }
+
+
+def _check_inputs(trajectory: Trajectory, roles: dict[str, str], tpl: PromptTemplate, use_gt: bool) -> None:
+    if use_gt and "reference" not in tpl.placeholders:
+        raise ValueError(
+            f"coach template `{tpl.name}` has no ${{reference}} placeholder, but coach.use_ground_truth is "
+            f"set; add the placeholder or set coach.use_ground_truth=false"
+        )
+    missing = sorted({a.agent for a in trajectory.actions} - set(roles))
+    if missing:
+        raise ValueError(f"trajectory {trajectory.id}: agents {missing} have no role; roles: {list(roles)}")

@@ -1,0 +1,215 @@
+r"""A coach of explicit programmatic rules: deterministic, free, offline; a baseline for the LLM coaches.
+
+Rules are per env and per seat (`RULE_SETS[env_type][agent]`); each returns (rule id, score, what it
+checked), and the rationale names the rule that fired. Rules marked [gt] look at the outcome (the team's
+final answer against the reference) and apply only with `use_ground_truth`; without it the rubric judges
+the action alone. With ground truth the rubric is an outcome-style baseline: it blames the upstream seat
+whose output carried the wrong final answer, and credits an upstream seat that had the right one.
+
+MathChat (checked in order, the first match fires):
+
+| seat     | rule id               | condition                                                  | score |
+|----------|-----------------------|------------------------------------------------------------|-------|
+| solver   | solver.empty          | blank response                                             | 0     |
+| solver   | solver.gt_correct     | [gt] the team's final answer is correct                    | 9     |
+| solver   | solver.gt_led_wrong   | [gt] wrong; states the team's final answer, not the ref.   | 2     |
+| solver   | solver.gt_had_right   | [gt] wrong; states the reference answer                    | 7     |
+| solver   | solver.gt_wrong       | [gt] wrong otherwise                                       | 4     |
+| solver   | solver.truncated      | cut at the token limit (finish_reason = length)            | 3     |
+| solver   | solver.reasoned       | otherwise                                                  | 6     |
+| executor | executor.no_code      | no code block, so no tool call                             | 1     |
+| executor | executor.sandbox      | the sandbox refused or killed the run (memory, limits)     | 1     |
+| executor | executor.timeout      | the code timed out                                         | 1     |
+| executor | executor.crashed      | non-zero exit status                                       | 2     |
+| executor | executor.silent       | ran but printed nothing                                    | 3     |
+| executor | executor.gt_correct   | [gt] ran and printed; the team's final answer is correct   | 9     |
+| executor | executor.gt_had_right | [gt] printed the reference answer; the team is still wrong | 8     |
+| executor | executor.gt_led_wrong | [gt] printed the team's wrong final answer, not the ref.   | 2     |
+| executor | executor.printed      | ran and printed something                                  | 7     |
+| verifier | verifier.no_boxed     | no non-empty \boxed{...} answer                            | 0     |
+| verifier | verifier.gt_correct   | [gt] the team's final answer is correct                    | 10    |
+| verifier | verifier.gt_wrong     | [gt] the team's final answer is wrong                      | 1     |
+| verifier | verifier.agrees       | boxed answer occurs in the last successful executor stdout | 7     |
+| verifier | verifier.disagrees    | boxed answer absent from the last successful stdout        | 4     |
+| verifier | verifier.unchecked    | no successful executor output to compare with              | 6     |
+
+"States an answer" means: for numbers, some number in the text equals it (as a fraction: 0.75 = 3/4,
+1,000 = 1000); otherwise the answer's text occurs in the text with spaces removed. A solver that lists
+many numbers may state an answer by chance: these are heuristics, stated so they can be argued with.
+
+Not covered: judging reasoning quality (that is what the LLM coaches are for), other envs (register a rule
+set with `register_rule_set`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from fractions import Fraction
+
+from mappa.coach.prompt import CoachRequest
+from mappa.core.types import Action, ActionScore, Trajectory
+
+Verdict = tuple[str, float, str]  # (rule id, score 0-10, what the rule checked)
+SeatRule = Callable[[Action, Trajectory, bool], Verdict]
+RULE_SETS: dict[str, dict[str, SeatRule]] = {}
+
+
+def register_rule_set(env_type: str, rules: dict[str, SeatRule]) -> None:
+    """Make `rules` (seat name -> rule) the rubric for `env_type` (an env config `type`)."""
+    RULE_SETS[env_type] = dict(rules)
+
+
+class RubricCoach:
+    """Scores each action with its env's seat rule; needs requests built by `build_requests`."""
+
+    def __init__(self, use_ground_truth: bool, env_type: str = "mathchat") -> None:
+        if env_type not in RULE_SETS:
+            raise ValueError(f"no rubric for env `{env_type}`; rubrics exist for: {sorted(RULE_SETS)}")
+        self.use_ground_truth = use_ground_truth
+        self.env_type = env_type
+        self.model_name = f"rubric:{env_type}"
+        self._rules = RULE_SETS[env_type]
+
+    async def score(self, requests: list[CoachRequest]) -> list[ActionScore]:
+        return [self._score_one(r) for r in requests]
+
+    def _score_one(self, request: CoachRequest) -> ActionScore:
+        if request.action is None or request.trajectory is None:
+            raise ValueError(
+                f"request {request.action_id}: the rubric coach needs the action and trajectory on the "
+                f"request; build requests with mappa.coach.build_requests"
+            )
+        rule = self._rules.get(request.agent)
+        if rule is None:
+            seats = list(self._rules)
+            raise ValueError(
+                f"rubric `{self.env_type}` has no rule for agent `{request.agent}` (seats: {seats})"
+            )
+        rule_id, value, why = rule(request.action, request.trajectory, self.use_ground_truth)
+        return ActionScore(
+            action_id=request.action_id,
+            trajectory_id=request.trajectory_id,
+            agent=request.agent,
+            score=float(value),
+            rationale=f"rule {rule_id}: {why}",
+            coach_model=self.model_name,
+            parse_status="ok",
+            used_ground_truth=self.use_ground_truth,
+        )
+
+
+# --- answers in text ---------------------------------------------------------------------------------
+
+_NUMBER = re.compile(r"-?\d+(?:,\d{3})*(?:\.\d+)?(?:/\d+)?")
+
+
+def _as_number(text: str) -> Fraction | None:
+    text = text.strip().strip("$").replace(",", "").rstrip(".")
+    try:
+        return Fraction(text)
+    except (ValueError, ZeroDivisionError):
+        return None
+
+
+def states_answer(text: str, answer: str | None) -> bool:
+    """Whether `text` states `answer`: numbers compared as fractions, other answers as text without spaces."""
+    if not answer or not answer.strip():
+        return False
+    number = _as_number(answer)
+    if number is not None:
+        return any(_as_number(token) == number for token in _NUMBER.findall(text))
+    return re.sub(r"\s+", "", answer) in re.sub(r"\s+", "", text)
+
+
+def last_boxed(text: str) -> str | None:
+    r"""Content of the last `\boxed{...}` (nested braces allowed), or None."""
+    start = text.rfind("\\boxed{")
+    if start < 0:
+        return None
+    depth, i = 1, start + len("\\boxed{")
+    for j in range(i, len(text)):
+        depth += {"{": 1, "}": -1}.get(text[j], 0)
+        if depth == 0:
+            return text[i:j]
+    return None
+
+
+# --- MathChat seats ----------------------------------------------------------------------------------
+
+
+def _outcome_wrong_led(output: str, trajectory: Trajectory) -> tuple[bool, bool]:
+    """(output states the team's wrong final answer and not the reference, output states the reference)."""
+    reference = states_answer(output, trajectory.problem.answer)
+    led = states_answer(output, trajectory.final_answer) and not reference
+    return led, reference
+
+
+def mathchat_solver(action: Action, trajectory: Trajectory, use_gt: bool) -> Verdict:
+    if not action.response.strip():
+        return "solver.empty", 0, "the response is blank"
+    if use_gt:
+        if trajectory.correct:
+            return "solver.gt_correct", 9, "the team's final answer is correct"
+        led, had_right = _outcome_wrong_led(action.response, trajectory)
+        if led:
+            return "solver.gt_led_wrong", 2, "the team is wrong and this response states its final answer"
+        if had_right:
+            return "solver.gt_had_right", 7, "the team is wrong, but this response states the reference"
+        return "solver.gt_wrong", 4, "the team's final answer is wrong"
+    if action.finish_reason == "length":
+        return "solver.truncated", 3, "the response was cut at the token limit"
+    return "solver.reasoned", 6, "a non-empty, complete response (reasoning not judged by the rubric)"
+
+
+def mathchat_executor(action: Action, trajectory: Trajectory, use_gt: bool) -> Verdict:
+    result = action.tool_result
+    if action.tool_call is None or result is None:
+        return "executor.no_code", 1, "no code block, so nothing ran"
+    if result.error:
+        return "executor.sandbox", 1, f"the sandbox refused or killed the run: {result.error[:120]}"
+    if result.timed_out:
+        return "executor.timeout", 1, "the code timed out"
+    if result.exit_code != 0:
+        return "executor.crashed", 2, f"the code exited with status {result.exit_code}"
+    if not result.stdout.strip():
+        return "executor.silent", 3, "the code ran but printed nothing"
+    if use_gt:
+        if trajectory.correct:
+            return "executor.gt_correct", 9, "the code ran and printed; the team's final answer is correct"
+        led, had_right = _outcome_wrong_led(result.stdout, trajectory)
+        if had_right:
+            return "executor.gt_had_right", 8, "the code printed the reference; the team is still wrong"
+        if led:
+            return "executor.gt_led_wrong", 2, "the code printed the team's wrong final answer"
+    return "executor.printed", 7, "the code ran and printed output"
+
+
+def mathchat_verifier(action: Action, trajectory: Trajectory, use_gt: bool) -> Verdict:
+    boxed = last_boxed(action.response)
+    if boxed is None or not boxed.strip():
+        return "verifier.no_boxed", 0, "no non-empty \\boxed{} answer"
+    if use_gt:
+        if trajectory.correct:
+            return "verifier.gt_correct", 10, "the team's final answer is correct"
+        return "verifier.gt_wrong", 1, "the team's final answer is wrong"
+    stdout = _last_good_stdout(action, trajectory)
+    if stdout is None:
+        return "verifier.unchecked", 6, "a boxed answer; no successful executor output to compare with"
+    if states_answer(stdout, boxed):
+        return "verifier.agrees", 7, "the boxed answer appears in the last successful executor output"
+    return "verifier.disagrees", 4, "the boxed answer is absent from the last successful executor output"
+
+
+def _last_good_stdout(action: Action, trajectory: Trajectory) -> str | None:
+    """stdout of the last successful, non-silent tool run before `action` in the trajectory."""
+    for earlier in reversed(trajectory.actions[: action.index]):
+        result = earlier.tool_result
+        if result is not None and result.ok and result.stdout.strip():
+            return result.stdout
+    return None
+
+
+register_rule_set(
+    "mathchat", {"solver": mathchat_solver, "executor": mathchat_executor, "verifier": mathchat_verifier}
+)

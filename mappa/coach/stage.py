@@ -1,0 +1,67 @@
+"""The score stage: trajectories.parquet -> scores.parquet, one coach verdict per action.
+
+Builds the configured coach (the local one answers through the run's `coach` Ray worker, greedy), scores
+every action, writes the scores and a manifest with the parse statistics and a bias report (mean score per
+agent and for correct vs incorrect trajectories: a coach whose scores do not track outcomes at all is
+visible here). Skipped when its manifest matches.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter
+from typing import Any
+
+from mappa.coach.bias import coach_bias_report
+from mappa.coach.build import build_coach
+from mappa.coach.score import score_trajectories
+from mappa.envs.registry import get_env_spec
+from mappa.storage.frames import frame_to_trajectories, scores_to_frame
+from mappa.storage.run import Run
+
+
+def local_chat_fn(run: Run):
+    """The local coach's batch chat: greedy generation on the run's coach worker."""
+    from mappa.cluster.ray_cluster import coach_worker
+
+    worker = coach_worker(run)
+    coach = run.config.coach
+    params = {
+        "temperature": coach.temperature,
+        "top_p": 1.0,
+        "max_new_tokens": coach.max_new_tokens,
+        "stop": [],
+        "seed": run.config.seed,
+    }
+
+    async def chat(chats: list[list[dict[str, str]]]) -> list[str]:
+        answers = await worker.chat.remote(chats, params)
+        return [generation["text"] for _, generation, _ in answers]
+
+    return chat
+
+
+def score_stage(run: Run, iteration: int) -> dict[str, Any]:
+    if run.stage_complete(iteration, "score"):
+        return {**run.read_manifest(iteration, "score"), "skipped": True}
+    started = time.perf_counter()
+    config = run.config
+    trajectories = frame_to_trajectories(run.store.read_parquet(*run.output_parts(iteration, "rollout")))
+    chat_fn = local_chat_fn(run) if config.coach.type == "local" else None
+    coach = build_coach(config.coach, chat_fn, config.env.type)
+    spec = get_env_spec(config.env.type)
+    scores = asyncio.run(score_trajectories(coach, trajectories, spec.roles, config.coach))
+    frame = scores_to_frame(scores)
+    run.store.write_parquet(frame, *run.output_parts(iteration, "score"))
+    status = Counter(s.parse_status for s in scores)
+    return run.write_manifest(
+        iteration,
+        "score",
+        rows=len(frame),
+        timings={"total_s": time.perf_counter() - started},
+        coach_model=coach.model_name,
+        used_ground_truth=config.coach.use_ground_truth,
+        parse_status=dict(status),
+        bias=coach_bias_report(scores, trajectories),
+    )

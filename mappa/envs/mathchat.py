@@ -1,0 +1,182 @@
+"""MathChat: Problem Solver -> Code Executor -> Verifier on math problems (MAPPA, section 4.1).
+
+The Problem Solver reasons about the problem; the Code Executor writes one Python block that runs in the
+sandbox, sees its stdout/stderr and, when the run failed or printed nothing, tries once more (turns are
+capped by `env.max_executor_turns`); the Verifier reads everything and states the final answer in
+\\boxed{}. The answer is graded against the ground truth with math-verify. Every generation becomes an
+`Action`; the executor's actions carry the code they ran and the sandbox's result.
+
+`run_mathchat` runs a whole batch of problems agent by agent (all solvers, then all executors, ...), so
+each agent's engine sees one large batch at a time. Ground truth never enters an agent's prompt.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+
+from mappa.agents.agent import Agent, Reply
+from mappa.agents.tool_calls import extract_python_block
+from mappa.core.types import Action, Problem, ToolResult, Trajectory
+from mappa.envs.grading import extract_boxed, grade_answer
+from mappa.sandbox import SandboxLimits, run_python_async
+
+SEATS = ("solver", "executor", "verifier")
+
+TASK = "A team of three agents solves a math problem: reasoning, checking it with Python code, then a final answer."
+
+ROLES = {
+    "solver": (
+        "You are the Problem Solver in a team of three. Solve the math problem step by step, briefly and "
+        "carefully. A Code Executor will check your work with Python and a Verifier will give the final answer."
+    ),
+    "executor": (
+        "You are the Code Executor in a team of three. Write one short Python program in a ```python block "
+        "that computes the answer to the problem and prints it. Use the Problem Solver's reasoning if it helps."
+    ),
+    "verifier": (
+        "You are the Verifier in a team of three. Read the problem, the solver's reasoning and the program's "
+        "output, decide the correct answer and write it as \\boxed{answer}."
+    ),
+}
+
+
+@dataclass
+class _Episode:
+    """The mutable state of one trajectory while the batch is rolled out."""
+
+    id: str
+    problem: Problem
+    actions: list[Action] = field(default_factory=list)
+    reasoning: str = ""
+    code: str | None = None
+    result: ToolResult | None = None
+
+    def record(self, agent: str, turn: int, reply: Reply, code: str | None = None, result=None) -> None:
+        gen = reply.generation
+        self.actions.append(
+            Action(
+                trajectory_id=self.id,
+                problem_id=self.problem.id,
+                agent=agent,
+                index=len(self.actions),
+                turn=turn,
+                observation=reply.observation,
+                prompt=reply.prompt,
+                response=gen.text,
+                prompt_token_ids=gen.prompt_token_ids,
+                response_token_ids=gen.token_ids,
+                logprobs=gen.logprobs,
+                finish_reason=gen.finish_reason,
+                tool_call=code,
+                tool_result=result,
+                generation_s=reply.seconds,
+            )
+        )
+
+
+async def run_mathchat(
+    problems: list[tuple[str, Problem]],
+    agents: dict[str, Agent],
+    limits: SandboxLimits,
+    max_executor_turns: int = 2,
+    sandbox_concurrency: int = 4,
+) -> list[Trajectory]:
+    """Roll out one trajectory per (trajectory id, problem); the topology reads top to bottom."""
+    episodes = [_Episode(tid, problem) for tid, problem in problems]
+
+    replies = await agents["solver"].act([solver_observation(e.problem) for e in episodes])
+    for episode, reply in zip(episodes, replies):
+        episode.reasoning = reply.generation.text
+        episode.record("solver", 0, reply)
+
+    pending = episodes
+    for turn in range(max_executor_turns):
+        replies = await agents["executor"].act([executor_observation(e, turn) for e in pending])
+        codes = [extract_python_block(r.generation.text) for r in replies]
+        results = await _run_all(codes, limits, sandbox_concurrency)
+        for episode, reply, code, result in zip(pending, replies, codes, results):
+            episode.record("executor", turn, reply, code, result)
+            episode.code, episode.result = code, result
+        pending = [e for e in pending if not _succeeded(e.result)]
+
+    replies = await agents["verifier"].act([verifier_observation(e) for e in episodes])
+    trajectories = []
+    for episode, reply in zip(episodes, replies):
+        episode.record("verifier", 0, reply)
+        answer = extract_boxed(reply.generation.text)
+        correct = answer is not None and grade_answer(answer, episode.problem.answer)
+        trajectories.append(Trajectory(episode.id, episode.problem, tuple(episode.actions), answer, correct))
+    return trajectories
+
+
+def solver_observation(problem: Problem) -> str:
+    return f"Problem: {problem.question}"
+
+
+def executor_observation(episode: _Episode, turn: int) -> str:
+    text = (
+        f"Problem: {episode.problem.question}\n\nProblem Solver's reasoning:\n{_clip(episode.reasoning)}\n\n"
+    )
+    if turn == 0:
+        return text + "Write the Python program."
+    if episode.code is None:
+        return text + "Your previous reply had no ```python block. Write the Python program in one."
+    return (
+        text
+        + f"Your previous program:\n```python\n{_clip(episode.code)}\n```\n"
+        + f"Its result:\n{describe_result(episode.result)}\n\nFix the program."
+    )
+
+
+def verifier_observation(episode: _Episode) -> str:
+    program = (
+        f"```python\n{_clip(episode.code)}\n```" if episode.code else "(the Code Executor wrote no program)"
+    )
+    output = describe_result(episode.result) if episode.result else "(nothing was run)"
+    return (
+        f"Problem: {episode.problem.question}\n\nProblem Solver's reasoning:\n{_clip(episode.reasoning)}\n\n"
+        f"Code Executor's program:\n{program}\n\nProgram output:\n{output}\n\n"
+        "Give the final answer as \\boxed{answer}."
+    )
+
+
+def describe_result(result: ToolResult | None, limit: int = 600) -> str:
+    """A short text of a sandbox result for the next prompt."""
+    if result is None:
+        return "(no program was run: no ```python block found)"
+    if result.timed_out:
+        return "(the program timed out)"
+    parts = []
+    if result.stdout.strip():
+        parts.append(f"stdout:\n{_clip(result.stdout, limit)}")
+    if result.stderr.strip():
+        parts.append(f"stderr:\n{_clip(result.stderr, limit)}")
+    if result.error:
+        parts.append(f"sandbox: {result.error}")
+    parts.append(f"exit status: {result.exit_code}")
+    return "\n".join(parts)
+
+
+def _succeeded(result: ToolResult | None) -> bool:
+    return result is not None and result.ok and bool(result.stdout.strip())
+
+
+async def _run_all(
+    codes: list[str | None], limits: SandboxLimits, concurrency: int
+) -> list[ToolResult | None]:
+    gate = asyncio.Semaphore(concurrency)
+
+    async def run(code: str | None) -> ToolResult | None:
+        if code is None:
+            return None
+        async with gate:
+            return await run_python_async(code, None, limits)
+
+    return list(await asyncio.gather(*(run(code) for code in codes)))
+
+
+def _clip(text: str, limit: int = 1200) -> str:
+    if len(text) <= limit:
+        return text
+    return text[:limit] + f"\n[... trimmed {len(text) - limit} chars]"

@@ -1,0 +1,121 @@
+"""The rollout stage: an iteration's problems -> trajectories.parquet, with every agent on its own worker.
+
+Problems are drawn from the training set by a seeded permutation, `problems_per_iteration` at a time, so
+iteration k always sees the same problems (a resumed run rolls out what the uninterrupted one would
+have). Each problem is rolled out `samples_per_problem` times. Skipped when its manifest matches.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from typing import Any
+
+from mappa.agents.agent import Agent, Chat
+from mappa.cluster.ray_cluster import agent_workers
+from mappa.core.types import Problem, Trajectory
+from mappa.envs.mathchat import run_mathchat
+from mappa.envs.registry import get_env_spec, load_env_problems
+from mappa.inference.engine import Generation, SamplingParams
+from mappa.sandbox import SandboxLimits
+from mappa.storage.frames import trajectories_to_frame
+from mappa.storage.run import Run, iteration_name
+
+
+def select_problems(problems: list[Problem], count: int, seed: int, iteration: int) -> list[Problem]:
+    """The `count` problems of iteration `iteration`: consecutive slices of per-epoch seeded shuffles."""
+    if not problems:
+        raise ValueError("the training data set holds no problems")
+    chosen: list[Problem] = []
+    position = iteration * count
+    while len(chosen) < count:
+        epoch, offset = divmod(position, len(problems))
+        order = list(range(len(problems)))
+        random.Random(seed * 100_003 + epoch).shuffle(order)
+        take = min(count - len(chosen), len(problems) - offset)
+        chosen.extend(problems[i] for i in order[offset : offset + take])
+        position += take
+    return chosen
+
+
+def remote_chat(worker: Any):
+    """An `Agent.chat` function that asks a Ray worker."""
+
+    async def chat(chats: list[Chat], params: SamplingParams) -> list[tuple[str, Generation, float]]:
+        answers = await worker.chat.remote(chats, _params_dict(params))
+        return [
+            (prompt, Generation(**{k: _tupled(v) for k, v in gen.items()}), s) for prompt, gen, s in answers
+        ]
+
+    return chat
+
+
+def _params_dict(params: SamplingParams) -> dict[str, Any]:
+    return {**params.__dict__, "stop": list(params.stop)}
+
+
+def _tupled(value: Any) -> Any:
+    return tuple(value) if isinstance(value, list) else value
+
+
+def build_agents(run: Run, workers: dict[str, Any], params: SamplingParams) -> dict[str, Agent]:
+    spec = get_env_spec(run.config.env.type)
+    return {name: Agent(name, spec.roles[name], remote_chat(workers[name]), params) for name in spec.seats}
+
+
+def sandbox_limits(run: Run) -> SandboxLimits:
+    box = run.config.sandbox
+    return SandboxLimits(
+        timeout_s=box.timeout_s,
+        memory_mb=box.memory_mb,
+        cpu_s=box.cpu_s,
+        max_output_chars=box.max_output_chars,
+        isolation=box.isolation,
+    )
+
+
+def roll_out(
+    run: Run, problems: list[tuple[str, Problem]], iteration: int, params: SamplingParams
+) -> list[Trajectory]:
+    """Run the env over (trajectory id, problem) pairs with the agents' current weights."""
+    workers = agent_workers(run, iteration)
+    agents = build_agents(run, workers, params)
+    env = run.config.env
+    return asyncio.run(run_mathchat(problems, agents, sandbox_limits(run), env.max_executor_turns))
+
+
+def rollout_stage(run: Run, iteration: int) -> dict[str, Any]:
+    if run.stage_complete(iteration, "rollout"):
+        return {**run.read_manifest(iteration, "rollout"), "skipped": True}
+    started = time.perf_counter()
+    config = run.config
+    train = load_env_problems(config.env.train_data)
+    chosen = select_problems(train, config.rollout.problems_per_iteration, config.seed, iteration)
+    pairs = [
+        (f"{iteration_name(iteration)}-{p.id}-s{s}", p)
+        for p in chosen
+        for s in range(config.rollout.samples_per_problem)
+    ]
+    params = SamplingParams(
+        temperature=config.rollout.temperature,
+        top_p=config.rollout.top_p,
+        max_new_tokens=config.rollout.max_new_tokens,
+        seed=config.seed * 1_000 + iteration,
+    )
+    trajectories = roll_out(run, pairs, iteration, params)
+    frame = trajectories_to_frame(trajectories, iteration)
+    run.store.write_parquet(frame, *run.output_parts(iteration, "rollout"))
+    tokens = int(frame["response_token_ids"].map(len).sum())
+    seconds = time.perf_counter() - started
+    success = float(sum(t.correct for t in trajectories) / len(trajectories))
+    return run.write_manifest(
+        iteration,
+        "rollout",
+        rows=len(frame),
+        timings={"total_s": seconds},
+        trajectories=len(trajectories),
+        success_rate=success,
+        generated_tokens=tokens,
+        tokens_per_s=tokens / max(seconds, 1e-9),
+    )

@@ -1,0 +1,51 @@
+"""The `train` flow: iterations of rollout -> score -> advantages -> update, as Prefect tasks.
+
+A readable sequence of task calls and nothing else: the stages live in their own modules, and every stage
+skips itself when its artifacts are complete, so running the flow again with the same run id continues
+where the run stopped. Progress goes to the flow's logger, one line per stage.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from prefect import flow, get_run_logger
+
+from mappa.cluster.ray_cluster import COACH, release_workers
+from mappa.config import load_config
+from mappa.flows.summary import describe_stage, run_summary
+from mappa.storage.run import Run
+from mappa.tasks.stages import advantages, rollout, score, update
+
+STAGES = (rollout, score, advantages, update)
+
+
+@flow(name="mappa-train", log_prints=True)
+def train(
+    config_path: str | None = None,
+    overrides: list[str] | None = None,
+    run_id: str | None = None,
+    iterations: int | None = None,
+) -> dict[str, Any]:
+    """Train a run for `iterations` (default: the config's) and return its summary."""
+    overrides = list(overrides or [])
+    if iterations is not None:
+        overrides.append(f"iterations={iterations}")
+    config = load_config(config_path, overrides)
+    run = Run.create(config, run_id or new_run_id(config.name))
+    logger = get_run_logger()
+    logger.info("run %s -> %s", run.run_id, run.store.url(run.run_id))
+    root = config.storage.root
+    try:
+        for iteration in range(config.iterations):
+            for stage in STAGES:
+                manifest = stage(root, run.run_id, iteration)
+                logger.info(describe_stage(stage.name, iteration, manifest))
+    finally:
+        release_workers(run.run_id, [*config.agents, COACH])
+    return run_summary(run)
+
+
+def new_run_id(name: str) -> str:
+    return f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"

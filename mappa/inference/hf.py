@@ -1,0 +1,129 @@
+"""The HF transformers engine: batched `generate` with sampling params, stop strings and per-token logprobs.
+
+Prompts are sorted by length and generated in batches of `batch_size` with left padding, under one outer
+bf16 autocast on CPU (per-call autocast re-casts fp32 weights at every decoding step and costs about
+1.5x; see PITFALLS.md). Each row is cut after its first EOS or stop string; the logprob of each kept token
+comes from the model's raw logits (temperature 1), whatever the sampling temperature.
+
+The engine may share its model object with a trainer in the same process (the CPU default): then
+`update_weights` with the trainer's own state dict costs one in-place copy and nothing else.
+Not covered: continuous batching, prefix caching, tensor parallelism (that is vLLM's job).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Mapping
+
+import torch
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+from mappa.inference.engine import Engine, Generation, SamplingParams
+
+
+class HFEngine(Engine):
+    def __init__(
+        self,
+        model: PreTrainedModel,
+        tokenizer: PreTrainedTokenizerBase,
+        batch_size: int = 32,
+        bf16_autocast: bool = True,
+    ) -> None:
+        self.model = model
+        self.tokenizer = tokenizer
+        self.batch_size = batch_size
+        self.bf16_autocast = bf16_autocast
+        if tokenizer.pad_token_id is None:
+            tokenizer.pad_token = tokenizer.eos_token
+
+    def generate(self, prompts: list[str], params: SamplingParams) -> list[Generation]:
+        if params.seed is not None:
+            torch.manual_seed(params.seed)
+        encoded = [self.tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts]
+        order = sorted(range(len(prompts)), key=lambda i: len(encoded[i]))
+        results: dict[int, Generation] = {}
+        for start in range(0, len(order), self.batch_size):
+            chunk = order[start : start + self.batch_size]
+            for i, generation in zip(chunk, self._generate_batch([encoded[i] for i in chunk], params)):
+                results[i] = generation
+        return [results[i] for i in range(len(prompts))]
+
+    def update_weights(self, state_dict: Mapping[str, torch.Tensor]) -> None:
+        own = self.model.state_dict()
+        if all(own[k].data_ptr() == v.data_ptr() for k, v in state_dict.items() if k in own):
+            return  # the trainer's model is this engine's model: already serving the new weights
+        missing, unexpected = self.model.load_state_dict(dict(state_dict), strict=False)
+        if unexpected or [k for k in missing if "lm_head" not in k]:
+            raise ValueError(
+                f"weights do not fit the engine's model: missing {missing}, unexpected {unexpected}"
+            )
+
+    @torch.no_grad()
+    def _generate_batch(self, rows: list[list[int]], params: SamplingParams) -> list[Generation]:
+        pad = self.tokenizer.pad_token_id
+        width = max(len(r) for r in rows)
+        input_ids = torch.tensor([[pad] * (width - len(r)) + r for r in rows])
+        attention = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rows])
+        sampling = params.temperature > 0
+        kwargs = dict(
+            input_ids=input_ids,
+            attention_mask=attention,
+            max_new_tokens=params.max_new_tokens,
+            do_sample=sampling,
+            temperature=params.temperature if sampling else None,
+            top_p=params.top_p if sampling else None,
+            top_k=None,
+            pad_token_id=pad,
+            return_dict_in_generate=True,
+            output_logits=True,
+        )
+        if params.stop:
+            kwargs.update(stop_strings=list(params.stop), tokenizer=self.tokenizer)
+        was_training = self.model.training
+        self.model.eval()
+        with self._autocast():
+            out = self.model.generate(**kwargs)
+        self.model.train(was_training)
+        new_tokens = out.sequences[:, width:]  # (B, N)
+        logprobs = torch.stack(out.logits, dim=1).float().log_softmax(-1)  # (B, N, V)
+        token_logprobs = logprobs.gather(-1, new_tokens.unsqueeze(-1)).squeeze(-1)  # (B, N)
+        return [
+            self._cut(rows[b], new_tokens[b].tolist(), token_logprobs[b].tolist(), params)
+            for b in range(len(rows))
+        ]
+
+    def _cut(
+        self, prompt: list[int], tokens: list[int], logprobs: list[float], params: SamplingParams
+    ) -> Generation:
+        end, reason = len(tokens), "length"
+        eos_ids = self._eos_ids()
+        for i, token in enumerate(tokens):
+            if token in eos_ids:
+                end, reason = i + 1, "stop"
+                break
+        if params.stop:
+            stop_end = self._stop_string_end(tokens[:end], params.stop)
+            if stop_end is not None:
+                end, reason = stop_end, "stop"
+        kept = tokens[:end]
+        text = self.tokenizer.decode(kept, skip_special_tokens=True)
+        return Generation(text, tuple(prompt), tuple(kept), tuple(logprobs[:end]), reason)
+
+    def _stop_string_end(self, tokens: list[int], stops: tuple[str, ...]) -> int | None:
+        """Index just past the token that completes the first stop string, if any."""
+        text = ""
+        for i, token in enumerate(tokens):
+            text += self.tokenizer.decode([token], skip_special_tokens=True)
+            if any(stop in text for stop in stops):
+                return i + 1
+        return None
+
+    def _eos_ids(self) -> set[int]:
+        ids = self.model.generation_config.eos_token_id
+        ids = ids if isinstance(ids, list) else [ids]
+        return {i for i in ids + [self.tokenizer.eos_token_id] if i is not None}
+
+    def _autocast(self) -> contextlib.AbstractContextManager:
+        if self.bf16_autocast:
+            return torch.autocast("cpu", dtype=torch.bfloat16)
+        return contextlib.nullcontext()

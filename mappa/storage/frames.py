@@ -1,0 +1,76 @@
+"""Stage data <-> data frames: one row per action, as the parquet artifacts of DESIGN.md hold them.
+
+`trajectories.parquet` repeats each trajectory's problem and outcome on every one of its action rows,
+so one file answers both "what did agent X do" and "did the team succeed". Nested sandbox results are
+stored as a struct column. Readers rebuild the frozen dataclasses of `mappa.core.types`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Sequence
+
+import pandas as pd
+
+from mappa.core.types import ActionScore, Problem, Trajectory, action_from_record, to_record
+
+
+def trajectories_to_frame(trajectories: Sequence[Trajectory], iteration: int) -> pd.DataFrame:
+    rows = []
+    for trajectory in trajectories:
+        problem = trajectory.problem
+        for action in trajectory.actions:
+            row = to_record(action)
+            row.update(
+                iteration=iteration,
+                question=problem.question,
+                gold_answer=problem.answer,
+                problem_meta=json.dumps(problem.meta, sort_keys=True),
+                final_answer=trajectory.final_answer,
+                correct=trajectory.correct,
+            )
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def frame_to_trajectories(frame: pd.DataFrame) -> list[Trajectory]:
+    trajectories = []
+    for trajectory_id, group in frame.groupby("trajectory_id", sort=False):
+        group = group.sort_values("index")
+        first = group.iloc[0]
+        problem = Problem(
+            id=first["problem_id"],
+            question=first["question"],
+            answer=first["gold_answer"],
+            meta=json.loads(first["problem_meta"]),
+        )
+        actions = tuple(action_from_record(_plain_row(r)) for r in group.to_dict("records"))
+        final = first["final_answer"] if isinstance(first["final_answer"], str) else None
+        trajectories.append(Trajectory(str(trajectory_id), problem, actions, final, bool(first["correct"])))
+    return trajectories
+
+
+def scores_to_frame(scores: Sequence[ActionScore]) -> pd.DataFrame:
+    return pd.DataFrame([dataclasses.asdict(s) for s in scores])
+
+
+def frame_to_scores(frame: pd.DataFrame) -> list[ActionScore]:
+    return [ActionScore(**row) for row in frame.to_dict("records")]
+
+
+def _plain_row(row: dict) -> dict:
+    """pyarrow hands back numpy arrays for list columns and None/NaN for missing structs."""
+    out = dict(row)
+    tool = out.get("tool_result")
+    if (
+        isinstance(tool, dict)
+        and tool.get("stdout") is None
+        and tool.get("exit_code") is None
+        and not tool.get("timed_out")
+    ):
+        out["tool_result"] = None
+    for key in ("tool_call",):
+        if not isinstance(out.get(key), str):
+            out[key] = None
+    return out

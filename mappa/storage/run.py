@@ -1,0 +1,157 @@
+"""One run's folder: the artifact layout of DESIGN.md and each stage's manifest.
+
+    {root}/{run_id}/config.yaml
+    {root}/{run_id}/iter-0003/{rollout,score,advantages,update}/...   one folder per stage
+    {root}/{run_id}/iter-0003/<stage>/_manifest.json                   written last: the stage is complete
+    {root}/{run_id}/checkpoints/{agent}/iter-0003/                     weights, optimizer state, RNG
+
+A stage is complete when its manifest exists and matches the config hash, the code version and the hashes
+of its inputs; a complete stage is skipped on a re-run. Not covered: the Prefect side of caching.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import mappa
+from mappa.config import RunConfig, dump_config, validate_config
+from mappa.storage.store import ArtifactStore
+
+STAGE_OUTPUTS = {
+    "rollout": "trajectories.parquet",
+    "score": "scores.parquet",
+    "advantages": "experiences.parquet",
+    "update": "metrics.json",
+}
+STAGE_INPUTS = {
+    "rollout": (),
+    "score": ("rollout",),
+    "advantages": ("rollout", "score"),
+    "update": ("advantages",),
+}
+
+
+@cache
+def code_version() -> str:
+    """mappa's version plus a hash of its source files, so a code change invalidates finished stages."""
+    digest = hashlib.sha256()
+    package = Path(mappa.__file__).parent
+    for path in sorted(package.rglob("*")):
+        if path.suffix in {".py", ".txt"} and "__pycache__" not in path.parts:
+            digest.update(str(path.relative_to(package)).encode())
+            digest.update(path.read_bytes())
+    return f"{mappa.__version__}+{digest.hexdigest()[:12]}"
+
+
+def iteration_name(iteration: int) -> str:
+    return f"iter-{iteration:04d}"
+
+
+@dataclass
+class Run:
+    """A run id under a store, with its frozen config."""
+
+    store: ArtifactStore
+    run_id: str
+    config: RunConfig
+
+    @classmethod
+    def create(cls, config: RunConfig, run_id: str) -> Run:
+        """Open a run for writing; a run id that exists must have been made with the same config."""
+        run = cls(ArtifactStore(config.storage.root), run_id, config)
+        if run.store.exists(run_id, "config.yaml"):
+            stored = run.load_stored_config()
+            if stored.config_hash() != config.config_hash():
+                raise ValueError(
+                    f"run {run_id} under {config.storage.root} was started with a different config; "
+                    f"resume it with `mappa resume {run_id}` or pick a new --run-id"
+                )
+        else:
+            run.store.write_text(dump_config(config), run_id, "config.yaml")
+        return run
+
+    @classmethod
+    def open(cls, root: str, run_id: str) -> Run:
+        store = ArtifactStore(root)
+        if not store.exists(run_id, "config.yaml"):
+            raise FileNotFoundError(
+                f"no run {run_id} under {root} (no config.yaml); check --root and the run id"
+            )
+        import yaml
+
+        data = yaml.safe_load(store.read_text(run_id, "config.yaml"))
+        data.setdefault("storage", {})["root"] = root
+        return cls(store, run_id, validate_config(data, source=store.url(run_id, "config.yaml")))
+
+    def load_stored_config(self) -> RunConfig:
+        import yaml
+
+        data = yaml.safe_load(self.store.read_text(self.run_id, "config.yaml"))
+        return validate_config(data, source=self.store.url(self.run_id, "config.yaml"))
+
+    def parts(self, iteration: int, stage: str, name: str) -> tuple[str, ...]:
+        return (self.run_id, iteration_name(iteration), stage, name)
+
+    def output_parts(self, iteration: int, stage: str) -> tuple[str, ...]:
+        return self.parts(iteration, stage, STAGE_OUTPUTS[stage])
+
+    def checkpoint_parts(self, agent: str, iteration: int) -> tuple[str, ...]:
+        return (self.run_id, "checkpoints", agent, iteration_name(iteration))
+
+    def expected_manifest(self, iteration: int, stage: str) -> dict[str, Any]:
+        inputs = {}
+        for source in STAGE_INPUTS[stage]:
+            inputs[source] = self.output_hash(iteration, source)
+        if stage == "rollout" and iteration > 0:
+            inputs["previous_update"] = self.output_hash(iteration - 1, "update")
+        return {
+            "stage": stage,
+            "iteration": iteration,
+            "config_hash": self.config.config_hash(),
+            "code_version": code_version(),
+            "inputs": inputs,
+        }
+
+    def output_hash(self, iteration: int, stage: str) -> str | None:
+        parts = self.output_parts(iteration, stage)
+        if not self.store.exists(*parts):
+            return None
+        return hashlib.sha256(self.store.read_bytes(*parts)).hexdigest()
+
+    def stage_complete(self, iteration: int, stage: str) -> bool:
+        parts = self.parts(iteration, stage, "_manifest.json")
+        if not self.store.exists(*parts) or not self.store.exists(*self.output_parts(iteration, stage)):
+            return False
+        found = self.store.read_json(*parts)
+        expected = self.expected_manifest(iteration, stage)
+        return all(found.get(key) == value for key, value in expected.items())
+
+    def write_manifest(
+        self, iteration: int, stage: str, rows: int, timings: dict[str, float], **extra: Any
+    ) -> dict:
+        manifest = {
+            **self.expected_manifest(iteration, stage),
+            "output": self.store.url(*self.output_parts(iteration, stage)),
+            "output_sha256": self.output_hash(iteration, stage),
+            "rows": rows,
+            "timings": timings,
+            "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            **extra,
+        }
+        self.store.write_json(manifest, *self.parts(iteration, stage, "_manifest.json"))
+        return manifest
+
+    def read_manifest(self, iteration: int, stage: str) -> dict[str, Any]:
+        return self.store.read_json(*self.parts(iteration, stage, "_manifest.json"))
+
+    def completed_iterations(self) -> int:
+        """How many leading iterations have a complete update stage."""
+        done = 0
+        while self.stage_complete(done, "update"):
+            done += 1
+        return done

@@ -1,0 +1,107 @@
+"""The artifact store: a run's files under a root that is a local folder or any fsspec URL (s3://...).
+
+Every write is atomic for readers: locally the bytes go to a temporary name in the same folder and are
+renamed into place; on object stores a single complete `put` is atomic by nature. Parent folders are
+created for local paths (pandas/pyarrow do not). Parquet and JSON go through `fsspec.open`, never through
+pandas' own URL handling (which fails for `file://` JSON, see PITFALLS.md).
+
+Not covered: locking between two writers of the same run (one run id is driven by one flow at a time).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import fsspec
+import pandas as pd
+from fsspec.implementations.local import LocalFileSystem
+
+
+class ArtifactStore:
+    """Paths are joined with '/' under `root`; `root` may be relative (a local folder)."""
+
+    def __init__(self, root: str) -> None:
+        self.fs, self.root = _filesystem(root)
+        self.is_local = isinstance(self.fs, LocalFileSystem)
+
+    def path(self, *parts: str) -> str:
+        return "/".join([self.root.rstrip("/"), *[p.strip("/") for p in parts if p]])
+
+    def url(self, *parts: str) -> str:
+        """A URL a user can paste (local: the absolute path)."""
+        path = self.path(*parts)
+        return path if self.is_local else self.fs.unstrip_protocol(path)
+
+    def exists(self, *parts: str) -> bool:
+        return self.fs.exists(self.path(*parts))
+
+    def write_bytes(self, data: bytes, *parts: str) -> str:
+        path = self.path(*parts)
+        if self.is_local:
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=Path(path).parent, prefix=".tmp-")
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+            os.replace(tmp, path)
+        else:
+            self.fs.pipe_file(path, data)
+        return path
+
+    def read_bytes(self, *parts: str) -> bytes:
+        path = self.path(*parts)
+        if not self.fs.exists(path):
+            raise FileNotFoundError(f"artifact {self.url(*parts)} does not exist")
+        return self.fs.cat_file(path)
+
+    def write_json(self, obj: Any, *parts: str) -> str:
+        return self.write_bytes(json.dumps(obj, indent=2, sort_keys=True, default=str).encode(), *parts)
+
+    def read_json(self, *parts: str) -> Any:
+        return json.loads(self.read_bytes(*parts))
+
+    def write_text(self, text: str, *parts: str) -> str:
+        return self.write_bytes(text.encode(), *parts)
+
+    def read_text(self, *parts: str) -> str:
+        return self.read_bytes(*parts).decode()
+
+    def write_parquet(self, frame: pd.DataFrame, *parts: str) -> str:
+        buffer = io.BytesIO()
+        frame.to_parquet(buffer, index=False)
+        return self.write_bytes(buffer.getvalue(), *parts)
+
+    def read_parquet(self, *parts: str) -> pd.DataFrame:
+        return pd.read_parquet(io.BytesIO(self.read_bytes(*parts)))
+
+    def put_folder(self, local: Path, *parts: str) -> str:
+        """Copy a local folder's files under `parts` (each file written atomically)."""
+        for file in sorted(p for p in Path(local).rglob("*") if p.is_file()):
+            self.write_bytes(file.read_bytes(), *parts, str(file.relative_to(local)))
+        return self.path(*parts)
+
+    def get_folder(self, local: Path, *parts: str) -> Path:
+        """Copy the files under `parts` into a local folder."""
+        base = self.path(*parts)
+        for path in self.fs.find(base):
+            target = Path(local) / Path(path).relative_to(Path(base))
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(self.fs.cat_file(path))
+        return Path(local)
+
+    def list(self, *parts: str) -> list[str]:
+        path = self.path(*parts)
+        if not self.fs.exists(path):
+            return []
+        return sorted(Path(p).name for p in self.fs.ls(path, detail=False))
+
+
+def _filesystem(root: str) -> tuple[fsspec.AbstractFileSystem, str]:
+    if "://" not in root:
+        return fsspec.filesystem("file"), str(Path(root).expanduser().resolve())
+    fs, path = fsspec.core.url_to_fs(root)
+    return fs, path

@@ -1,0 +1,115 @@
+"""The advantages stage: trajectories + scores -> experiences.parquet (REINFORCE++, `mappa.core.advantages`).
+
+Old logprobs (the policy that sampled, recomputed in fp32 by the agent's worker) and reference logprobs are
+computed for every action of every trainable agent; then the pure core turns scores and logprobs into KL,
+token rewards, returns and whitened advantages (scope `agent`: per agent; `global`: all together). Actions
+of frozen agents are scored but produce no experience. Skipped when its manifest matches.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pandas as pd
+import ray
+import torch
+
+from mappa.cluster.ray_cluster import agent_workers
+from mappa.core.advantages import compute_reinforce_pp_advantages, pad_sequences
+from mappa.storage.run import Run
+
+
+def join_scores(actions: pd.DataFrame, scores: pd.DataFrame) -> pd.DataFrame:
+    """Actions with their scores; every action must have exactly one score."""
+    actions = actions.assign(action_id=actions["trajectory_id"] + "/" + actions["index"].astype(str))
+    merged = actions.merge(scores[["action_id", "score"]], on="action_id", how="left", validate="one_to_one")
+    missing = merged["score"].isna().sum()
+    if missing:
+        raise ValueError(f"{missing} actions have no coach score; re-run the score stage of this iteration")
+    return merged
+
+
+def fetch_logprobs(run: Run, iteration: int, frame: pd.DataFrame) -> dict[str, list[list[float]]]:
+    """Old (policy) and reference logprobs per row, from each agent's worker, in frame order."""
+    workers = agent_workers(run, iteration)
+    old: list[Any] = [None] * len(frame)
+    ref: list[Any] = [None] * len(frame)
+    for agent, rows in frame.groupby("agent").groups.items():
+        positions = [frame.index.get_loc(r) for r in rows]
+        prompts = [list(map(int, frame.iloc[p]["prompt_token_ids"])) for p in positions]
+        responses = [list(map(int, frame.iloc[p]["response_token_ids"])) for p in positions]
+        worker = workers[agent]
+        old_rows, ref_rows = ray.get(
+            [
+                worker.logprobs.remote(prompts, responses, "policy"),
+                worker.logprobs.remote(prompts, responses, "ref"),
+            ]
+        )
+        for p, o, r in zip(positions, old_rows, ref_rows):
+            old[p], ref[p] = o, r
+    return {"old": old, "ref": ref}
+
+
+def compute_experiences(frame: pd.DataFrame, old: list, ref: list, run: Run) -> pd.DataFrame:
+    algo = run.config.algo
+    old_t, mask = pad_sequences(old)
+    ref_t, _ = pad_sequences(ref)
+    scores = torch.tensor(frame["score"].astype(float).tolist())
+    groups = frame["agent"].tolist() if algo.whiten_scope == "agent" else None
+    out = compute_reinforce_pp_advantages(
+        old_t,
+        ref_t,
+        scores,
+        mask,
+        beta=algo.beta,
+        kl_estimator=algo.kl_estimator,
+        reward_scale=algo.reward_scale,
+        reward_clip=algo.reward_clip,
+        groups=groups,
+    )
+    lengths = mask.sum(dim=1).long().tolist()
+
+    def rows(t: torch.Tensor) -> list[list[float]]:
+        return [t[i, :n].tolist() for i, n in enumerate(lengths)]
+
+    return pd.DataFrame(
+        {
+            "action_id": frame["action_id"],
+            "agent": frame["agent"],
+            "prompt_token_ids": frame["prompt_token_ids"],
+            "response_token_ids": frame["response_token_ids"],
+            "old_logprobs": old,
+            "ref_logprobs": ref,
+            "kl": rows(out["kl"]),
+            "rewards": rows(out["rewards"]),
+            "returns": rows(out["returns"]),
+            "advantages": rows(out["advantages"]),
+            "score": frame["score"].astype(float),
+        }
+    )
+
+
+def advantages_stage(run: Run, iteration: int) -> dict[str, Any]:
+    if run.stage_complete(iteration, "advantages"):
+        return {**run.read_manifest(iteration, "advantages"), "skipped": True}
+    started = time.perf_counter()
+    actions = run.store.read_parquet(*run.output_parts(iteration, "rollout"))
+    scores = run.store.read_parquet(*run.output_parts(iteration, "score"))
+    trainable = [name for name, agent in run.config.agents.items() if agent.trainable]
+    frame = join_scores(actions, scores)
+    frame = frame[frame["agent"].isin(trainable) & (frame["response_token_ids"].map(len) > 0)]
+    frame = frame.reset_index(drop=True)
+    logprobs = fetch_logprobs(run, iteration, frame)
+    experiences = compute_experiences(frame, logprobs["old"], logprobs["ref"], run)
+    run.store.write_parquet(experiences, *run.output_parts(iteration, "advantages"))
+    kl = experiences.groupby("agent")["kl"].apply(
+        lambda s: float(pd.Series([x for r in s for x in r]).mean())
+    )
+    return run.write_manifest(
+        iteration,
+        "advantages",
+        rows=len(experiences),
+        timings={"total_s": time.perf_counter() - started},
+        mean_kl=kl.to_dict(),
+    )

@@ -1,0 +1,171 @@
+"""The plain torch trainer: one agent's policy, its frozen reference, AdamW and the REINFORCE++ update.
+
+Master weights are fp32; the policy forward/backward runs under bf16 autocast on CPU when configured; old
+and reference logprobs are recomputed in fp32 without autocast (an engine's sampling logprobs are never
+trusted for the ratio). One optimizer step per `train_batch_size` actions (default: all of the agent's
+actions in the iteration), gradients accumulated over micro-batches and weighted by their token share, so
+the loss is the token-mean of `mappa.core.losses.compute_policy_loss` over the whole step.
+
+Not covered: sharded training (ZeRO-3 is the `deepspeed` backend, planned), LoRA, learning-rate schedules.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import random
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from transformers import AutoModelForCausalLM, PreTrainedModel
+
+from mappa.config import AlgoConfig, TrainerConfig
+from mappa.core.advantages import pad_sequences
+from mappa.core.losses import compute_policy_loss
+from mappa.trainer.logprobs import batch_response_logprobs, response_logprobs
+
+
+@dataclass(frozen=True)
+class TrainSample:
+    """One action's training data; token lists align with `response_token_ids`."""
+
+    prompt_token_ids: Sequence[int]
+    response_token_ids: Sequence[int]
+    old_logprobs: Sequence[float]
+    advantages: Sequence[float]
+
+
+class TorchTrainer:
+    def __init__(
+        self,
+        model_path: str,
+        trainer: TrainerConfig,
+        algo: AlgoConfig,
+        pad_token_id: int,
+        trainable: bool = True,
+        seed: int = 0,
+    ) -> None:
+        torch.manual_seed(seed)
+        self.config = trainer
+        self.algo = algo
+        self.pad_token_id = pad_token_id
+        self.trainable = trainable
+        self.policy: PreTrainedModel = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32)
+        self.reference: PreTrainedModel | None = None
+        self.optimizer: torch.optim.Optimizer | None = None
+        self.steps = 0
+        if trainable:
+            self.reference = copy.deepcopy(self.policy).eval().requires_grad_(False)
+            self.optimizer = torch.optim.AdamW(
+                self.policy.parameters(), lr=trainer.lr, weight_decay=trainer.weight_decay
+            )
+        else:
+            self.policy.requires_grad_(False)
+
+    def logprobs(self, prompts, responses, which: str = "policy") -> list[list[float]]:
+        """fp32 logprobs of response tokens under the policy or the frozen reference."""
+        model = self.policy if which == "policy" else self.reference
+        if model is None:
+            raise ValueError(f"no {which} model: this agent is not trainable")
+        return response_logprobs(model, prompts, responses, self.pad_token_id, self.config.micro_batch_size)
+
+    def train(self, samples: Sequence[TrainSample], seed: int = 0) -> dict[str, float]:
+        """REINFORCE++ update over `samples` for `epochs` epochs; returns averaged metrics."""
+        if not self.trainable or self.optimizer is None:
+            raise ValueError("train() called on a frozen agent (trainable: false)")
+        if not samples:
+            return {
+                "loss": 0.0,
+                "clip_fraction": 0.0,
+                "grad_norm": 0.0,
+                "tokens": 0,
+                "tokens_per_s": 0.0,
+                "steps": 0,
+            }
+        rng = random.Random(seed)
+        step_size = self.config.train_batch_size or len(samples)
+        totals: dict[str, float] = {"loss": 0.0, "clip_fraction": 0.0, "grad_norm": 0.0, "approx_kl": 0.0}
+        steps, tokens, started = 0, 0, time.perf_counter()
+        self.policy.train()
+        for _ in range(self.config.epochs):
+            order = list(range(len(samples)))
+            rng.shuffle(order)
+            for start in range(0, len(order), step_size):
+                batch = [samples[i] for i in order[start : start + step_size]]
+                metrics = self._optimizer_step(batch)
+                for key in totals:
+                    totals[key] += metrics[key]
+                tokens += int(metrics["tokens"])
+                steps += 1
+        elapsed = time.perf_counter() - started
+        self.steps += steps
+        result = {key: value / steps for key, value in totals.items()}
+        result.update(tokens=tokens, tokens_per_s=tokens / max(elapsed, 1e-9), steps=steps, seconds=elapsed)
+        return result
+
+    def _optimizer_step(self, batch: Sequence[TrainSample]) -> dict[str, float]:
+        assert self.optimizer is not None
+        total_tokens = sum(len(s.response_token_ids) for s in batch)
+        self.optimizer.zero_grad(set_to_none=True)
+        loss_sum = clip_sum = kl_sum = 0.0
+        micro = self.config.micro_batch_size
+        for start in range(0, len(batch), micro):
+            chunk = batch[start : start + micro]
+            with self._autocast():
+                logprobs, mask = batch_response_logprobs(
+                    self.policy,
+                    [s.prompt_token_ids for s in chunk],
+                    [s.response_token_ids for s in chunk],
+                    self.pad_token_id,
+                )
+            old, _ = pad_sequences([s.old_logprobs for s in chunk])
+            advantages, _ = pad_sequences([s.advantages for s in chunk])
+            out = compute_policy_loss(logprobs, old, advantages, mask, self.algo.clip_eps)
+            share = out.num_tokens / total_tokens
+            (out.loss * share).backward()
+            loss_sum += out.loss.item() * share
+            clip_sum += out.clip_fraction.item() * share
+            kl_sum += out.approx_kl.item() * share
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.policy.parameters(), self.config.grad_clip)
+        self.optimizer.step()
+        return {
+            "loss": loss_sum,
+            "clip_fraction": clip_sum,
+            "approx_kl": kl_sum,
+            "grad_norm": float(grad_norm),
+            "tokens": total_tokens,
+        }
+
+    def _autocast(self) -> contextlib.AbstractContextManager:
+        if self.config.bf16_autocast:
+            return torch.autocast("cpu", dtype=torch.bfloat16)
+        return contextlib.nullcontext()
+
+    def save_checkpoint(self, folder: Path, extra: dict[str, Any] | None = None) -> None:
+        """Weights as safetensors (loadable by `from_pretrained`) plus optimizer and RNG state for resume."""
+        folder.mkdir(parents=True, exist_ok=True)
+        self.policy.save_pretrained(folder, safe_serialization=True)
+        state = {
+            "optimizer": self.optimizer.state_dict() if self.optimizer else None,
+            "steps": self.steps,
+            "torch_rng": torch.get_rng_state(),
+            "python_rng": random.getstate(),
+            "extra": extra or {},
+        }
+        torch.save(state, folder / "trainer_state.pt")
+
+    def load_checkpoint(self, folder: Path) -> dict[str, Any]:
+        """Restore weights, optimizer and RNG state saved by `save_checkpoint`; returns its `extra`."""
+        loaded = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
+        self.policy.load_state_dict(loaded.state_dict())
+        state = torch.load(folder / "trainer_state.pt", weights_only=False)
+        if self.optimizer is not None and state["optimizer"] is not None:
+            self.optimizer.load_state_dict(state["optimizer"])
+        self.steps = state["steps"]
+        torch.set_rng_state(state["torch_rng"])
+        random.setstate(state["python_rng"])
+        return state["extra"]

@@ -1,0 +1,76 @@
+"""The update stage: experiences.parquet -> new weights per agent, a checkpoint each, and metrics.json.
+
+Each trainable agent's worker runs its REINFORCE++ update on that agent's experiences only (its own
+weights), serves the new weights, and saves a checkpoint. Agents are updated one after another: on a
+small machine they share the cores. An agent whose checkpoint and metrics for this iteration already exist
+is not trained again (an interrupted stage resumes with the agents it had not finished). Skipped when its
+manifest matches.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import ray
+
+from mappa.cluster.ray_cluster import agent_workers
+from mappa.storage.run import Run
+
+SAMPLE_FIELDS = ("prompt_token_ids", "response_token_ids", "old_logprobs", "advantages")
+
+
+def update_agent(run: Run, iteration: int, agent: str, worker: Any, experiences) -> dict[str, Any]:
+    """Train one agent on its experiences and checkpoint it; reuses a finished agent's result."""
+    done = run.parts(iteration, "update", f"agents/{agent}.json")
+    if run.store.exists(*done):
+        metrics = run.store.read_json(*done)
+        ray.get(
+            worker.load_checkpoint.remote(
+                run.config.storage.root, list(run.checkpoint_parts(agent, iteration))
+            )
+        )
+        return metrics
+    rows = experiences[experiences["agent"] == agent]
+    samples = [
+        {
+            k: [float(x) if "logprob" in k or k == "advantages" else int(x) for x in r[k]]
+            for k in SAMPLE_FIELDS
+        }
+        for r in rows.to_dict("records")
+    ]
+    metrics = ray.get(worker.train.remote(samples, run.config.seed * 7919 + iteration))
+    ray.get(
+        worker.save_checkpoint.remote(
+            run.config.storage.root, list(run.checkpoint_parts(agent, iteration)), iteration
+        )
+    )
+    kl_tokens = [x for r in rows["kl"] for x in r]
+    metrics.update(
+        kl=float(sum(kl_tokens) / max(len(kl_tokens), 1)),
+        mean_score=float(rows["score"].mean()) if len(rows) else 0.0,
+        actions=len(rows),
+        checkpoint=run.store.url(*run.checkpoint_parts(agent, iteration)),
+    )
+    run.store.write_json(metrics, *done)
+    return metrics
+
+
+def update_stage(run: Run, iteration: int) -> dict[str, Any]:
+    if run.stage_complete(iteration, "update"):
+        return {**run.read_manifest(iteration, "update"), "skipped": True}
+    started = time.perf_counter()
+    experiences = run.store.read_parquet(*run.output_parts(iteration, "advantages"))
+    workers = agent_workers(run, iteration)
+    metrics = {}
+    for agent, config in run.config.agents.items():
+        if config.trainable:
+            metrics[agent] = update_agent(run, iteration, agent, workers[agent], experiences)
+    run.store.write_json(metrics, *run.output_parts(iteration, "update"))
+    return run.write_manifest(
+        iteration,
+        "update",
+        rows=len(metrics),
+        timings={"total_s": time.perf_counter() - started},
+        agents=metrics,
+    )

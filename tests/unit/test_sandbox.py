@@ -1,0 +1,298 @@
+"""The sandbox for model-written code: capture, limits, isolation (bubblewrap where available)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import resource
+import signal
+import socket
+import time
+from pathlib import Path
+
+import pytest
+
+from mappa.sandbox import (
+    SandboxLimits,
+    SandboxUnavailableError,
+    bwrap_available,
+    run_python,
+    run_python_async,
+    runner,
+)
+from mappa.sandbox.capture import OutputCapture
+
+NEEDS_BWRAP = pytest.mark.skipif(
+    not bwrap_available(),
+    reason="bubblewrap (`bwrap`) is missing or cannot create a sandbox here (apt-get install bubblewrap; "
+    "unprivileged users also need user namespaces enabled)",
+)
+ISOLATIONS = [pytest.param("none", id="plain"), pytest.param("bwrap", id="bwrap", marks=NEEDS_BWRAP)]
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(params=ISOLATIONS)
+def limits(request: pytest.FixtureRequest) -> SandboxLimits:
+    return SandboxLimits(timeout_s=5.0, memory_mb=512, isolation=request.param)
+
+
+def test_stdout_is_captured(limits: SandboxLimits) -> None:
+    result = run_python("print('hello'); print(6 * 7)", limits=limits)
+    assert result.ok
+    assert result.stdout == "hello\n42\n"
+    assert result.stderr == ""
+    assert result.exit_code == 0 and not result.timed_out and result.error is None
+    assert result.files == ()
+
+
+def test_exception_gives_nonzero_exit_and_traceback(limits: SandboxLimits) -> None:
+    result = run_python("x = 1\nraise ValueError('boom')", limits=limits)
+    assert result.exit_code == 1
+    assert not result.ok
+    assert "Traceback" in result.stderr and "ValueError: boom" in result.stderr
+    assert result.error is None  # the program failed; the sandbox did not step in
+
+
+def test_exit_codes_and_signals_are_reported_like_subprocess(limits: SandboxLimits) -> None:
+    assert run_python("import sys; sys.exit(3)", limits=limits).exit_code == 3
+    killed = run_python("import os, signal; os.kill(os.getpid(), signal.SIGKILL)", limits=limits)
+    assert killed.exit_code == -9
+    assert "SIGKILL" in (killed.error or "")
+
+
+def test_infinite_loop_is_stopped_by_the_timeout(limits: SandboxLimits) -> None:
+    started = time.monotonic()
+    one_second = SandboxLimits(timeout_s=1.0, isolation=limits.isolation)
+    result = run_python("while True:\n    pass", limits=one_second)
+    assert result.timed_out
+    assert result.exit_code is None
+    assert not result.ok
+    assert 0.9 < result.duration_s < 3.0
+    assert time.monotonic() - started < 4.0
+
+
+def test_timeout_kills_the_programs_children_too(limits: SandboxLimits, tmp_path: Path) -> None:
+    ticker = "import time\nwhile True:\n    open('tick', 'a').write('x')\n    time.sleep(0.05)\n"
+    code = f"import subprocess, sys, time\nsubprocess.Popen([sys.executable, '-c', {ticker!r}])\n"
+    code += "time.sleep(60)\n"
+    one_second = SandboxLimits(timeout_s=1.0, isolation=limits.isolation)
+    result = run_python(code, workdir=tmp_path, limits=one_second)
+    assert result.timed_out
+    size_after_run = (tmp_path / "tick").stat().st_size
+    time.sleep(0.4)
+    assert (tmp_path / "tick").stat().st_size == size_after_run, "the child kept running after the timeout"
+
+
+def test_a_child_that_leaves_the_group_cannot_hold_the_run_open() -> None:
+    # Without bubblewrap such a child survives (documented); it must not keep the run waiting on its pipes.
+    code = "import subprocess\nchild = subprocess.Popen(['sleep', '30'], start_new_session=True)\n"
+    code += "print(child.pid)"
+    result = run_python(code, limits=SandboxLimits(timeout_s=5.0, isolation="none"))
+    os.kill(int(result.stdout), signal.SIGKILL)
+    assert result.ok
+    assert result.duration_s < 3.0
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        pytest.param("data = bytearray(4 * 1024**3)", id="one-4GB-block"),
+        pytest.param("chunks = []\nwhile True:\n    chunks.append(bytearray(10**7))", id="growing"),
+    ],
+)
+def test_memory_hog_is_stopped_and_the_parent_is_fine(limits: SandboxLimits, code: str) -> None:
+    parent_limit = resource.getrlimit(resource.RLIMIT_AS)
+    result = run_python(code, limits=SandboxLimits(memory_mb=256, isolation=limits.isolation))
+    assert result.exit_code not in (0, None)
+    assert not result.timed_out
+    assert "MemoryError" in result.stderr
+    assert result.error is not None and "memory limit" in result.error and "256 MB" in result.error
+    assert result.duration_s < 4.0
+    assert resource.getrlimit(resource.RLIMIT_AS) == parent_limit
+    assert bytearray(300 * 1024**2)  # the parent can still allocate more than the child's limit
+    assert run_python("print('still fine')", limits=limits).stdout == "still fine\n"
+
+
+def test_cpu_limit_kills_a_cpu_bound_program(limits: SandboxLimits) -> None:
+    result = run_python("while True:\n    pass", limits=SandboxLimits(cpu_s=1, isolation=limits.isolation))
+    assert not result.timed_out
+    assert result.exit_code == -24  # SIGXCPU
+    assert result.error is not None and result.error.startswith("cpu limit")
+
+
+def test_file_size_limit(limits: SandboxLimits) -> None:
+    code = "open('big.bin', 'wb').write(b'0' * (2 * 1024**2))"
+    result = run_python(code, limits=SandboxLimits(max_file_mb=1, isolation=limits.isolation))
+    assert result.exit_code == 1
+    assert "File too large" in result.stderr
+    assert result.error is not None and result.error.startswith("file size limit")
+
+
+def test_environment_is_scrubbed(limits: SandboxLimits, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-do-not-leak")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "aws-test-do-not-leak")
+    code = "import os, json; print(json.dumps(dict(os.environ)))"
+    result = run_python(code, limits=limits)
+    assert result.ok, result.stderr
+    assert "do-not-leak" not in result.stdout
+    env = json.loads(result.stdout)
+    given = {"PATH", "HOME", "LANG", "PYTHONDONTWRITEBYTECODE", "PYTHONUNBUFFERED", "OMP_NUM_THREADS"}
+    harmless = {"PWD", "LC_CTYPE"}  # set by bwrap --chdir; by Python when it coerces the C locale
+    assert set(env) <= given | {"MPLBACKEND"} | harmless
+    assert env["OMP_NUM_THREADS"] == "1" and env["MPLBACKEND"] == "Agg"
+
+
+def test_files_are_listed_and_a_given_workdir_keeps_them(limits: SandboxLimits, tmp_path: Path) -> None:
+    code = (
+        "import os\n"
+        "os.makedirs('out', exist_ok=True)\n"
+        "open('out/result.txt', 'w').write('42')\n"
+        "open('notes.md', 'w').write('hi')\n"
+        "print(os.getcwd(), os.environ['HOME'])\n"
+    )
+    result = run_python(code, workdir=tmp_path, limits=limits)
+    assert result.ok, result.stderr
+    assert result.files == ("notes.md", "out/result.txt")
+    assert result.stdout.split() == [str(tmp_path.resolve())] * 2
+    assert (tmp_path / "out" / "result.txt").read_text() == "42"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.md", "out"]  # the script itself is gone
+    # A later run (another agent) shares the workspace.
+    later = run_python("print(open('out/result.txt').read())", workdir=tmp_path, limits=limits)
+    assert later.stdout == "42\n"
+    assert later.files == ("notes.md", "out/result.txt")
+
+
+def test_fresh_workdir_is_removed_afterwards(limits: SandboxLimits) -> None:
+    result = run_python("import os; open('x.txt', 'w').write('x'); print(os.getcwd())", limits=limits)
+    assert result.files == ("x.txt",)
+    assert not Path(result.stdout.strip()).exists()
+
+
+def test_output_is_trimmed_and_says_so(limits: SandboxLimits) -> None:
+    code = "import sys\nprint('START' + 'x' * 20000 + 'END')\nsys.stderr.write('e' * 5000 + 'LAST')"
+    result = run_python(code, limits=SandboxLimits(max_output_chars=1000, isolation=limits.isolation))
+    assert result.ok
+    assert len(result.stdout) < 1100
+    assert result.stdout.startswith("START") and result.stdout.endswith("END\n")
+    assert "[... trimmed 19009 chars ...]" in result.stdout  # 20009 chars written, 1000 kept
+    assert result.stderr.endswith("LAST") and "[... trimmed 4004 chars ...]" in result.stderr
+
+
+def test_runaway_output_is_killed(limits: SandboxLimits) -> None:
+    code = "import sys\nwhile True:\n    sys.stdout.write('y' * 65536)"
+    result = run_python(code, limits=limits)
+    assert not result.timed_out and result.exit_code is None
+    assert result.error is not None and result.error.startswith("output limit")
+    assert len(result.stdout) < limits.max_output_chars + 100
+    assert result.duration_s < 4.0
+
+
+def test_undecodable_output_is_replaced(limits: SandboxLimits) -> None:
+    result = run_python("import sys; sys.stdout.buffer.write(b'ok \\xff\\xfe done')", limits=limits)
+    assert result.stdout == "ok \ufffd\ufffd done"
+
+
+@NEEDS_BWRAP
+def test_no_network_under_bwrap() -> None:
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        port = server.getsockname()[1]
+        code = f"import socket\nprint(socket.socket().connect_ex(('127.0.0.1', {port})))"
+        sandboxed = run_python(code, limits=SandboxLimits(isolation="bwrap"))
+        plain = run_python(code, limits=SandboxLimits(isolation="none"))
+    assert sandboxed.ok and plain.ok
+    assert sandboxed.stdout.strip() != "0", "the sandbox reached the host's loopback"
+    assert plain.stdout.strip() == "0"  # without bubblewrap there is no network isolation at all
+
+
+@NEEDS_BWRAP
+def test_system_is_read_only_and_tmp_is_private_under_bwrap(tmp_path: Path) -> None:
+    targets = ["/usr/mappa-sandbox-probe", str(REPO_ROOT / "mappa-sandbox-probe")]
+    code = (
+        "import os\n"
+        f"for target in {targets!r}:\n"
+        "    try:\n"
+        "        open(target, 'w').write('x')\n"
+        "        print('WROTE', target)\n"
+        "    except OSError as exc:\n"
+        "        print('refused', exc.errno)\n"
+        "open('/tmp/mappa-private', 'w').write('x')\n"
+        "print(os.listdir('/tmp'))\n"
+    )
+    result = run_python(code, workdir=tmp_path, limits=SandboxLimits(isolation="bwrap"))
+    assert result.ok, result.stderr
+    assert "WROTE" not in result.stdout
+    assert result.stdout.count("refused 30") == 2  # EROFS
+    assert not any(Path(target).exists() for target in targets)
+    assert not Path("/tmp/mappa-private").exists()
+
+
+def test_async_runs_snippets_concurrently(limits: SandboxLimits) -> None:
+    async def both() -> list:
+        return await asyncio.gather(
+            run_python_async("import time; time.sleep(1); print('a')", limits=limits),
+            run_python_async("import time; time.sleep(1); print('b')", limits=limits),
+        )
+
+    started = time.monotonic()
+    first, second = asyncio.run(both())
+    elapsed = time.monotonic() - started
+    assert (first.stdout, second.stdout) == ("a\n", "b\n")
+    assert elapsed < 1.8, f"two 1 s snippets took {elapsed:.2f} s; they did not run concurrently"
+
+
+def test_blocking_run_works_inside_a_running_event_loop() -> None:
+    async def call_blocking_form() -> str:
+        return run_python("print('inside')", limits=SandboxLimits(isolation="none")).stdout
+
+    assert asyncio.run(call_blocking_form()) == "inside\n"
+
+
+def test_limits_are_validated() -> None:
+    with pytest.raises(ValueError, match="isolation"):
+        SandboxLimits(isolation="docker")
+    with pytest.raises(ValueError, match="memory_mb"):
+        SandboxLimits(memory_mb=0)
+
+
+def test_bwrap_isolation_raises_when_bubblewrap_does_not_work(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(runner, "_probe_bwrap", lambda: (False, "`bwrap` is not on PATH"))
+    with pytest.raises(SandboxUnavailableError, match="not on PATH"):
+        run_python("print(1)", limits=SandboxLimits(isolation="bwrap"))
+    fallback = run_python("print(1)", limits=SandboxLimits(isolation="auto"))  # warns, runs plain
+    assert fallback.stdout == "1\n"
+
+
+def test_output_capture_keeps_head_and_tail_across_chunks() -> None:
+    capture = OutputCapture(max_chars=10)
+    for piece in ["abc", "defgh", "ijklmnop", "qrstuvwxyz"]:
+        capture.feed(piece.encode())
+    assert capture.text() == "abcde\n[... trimmed 16 chars ...]\nvwxyz"
+    split_euro = OutputCapture(max_chars=100)
+    euro = "€".encode()
+    split_euro.feed(euro[:1])
+    split_euro.feed(euro[1:])
+    assert split_euro.text() == "€"
+    assert OutputCapture(max_chars=5).text() == ""
+
+
+def test_cancelling_the_async_run_kills_the_program(limits: SandboxLimits, tmp_path: Path) -> None:
+    code = "import time\nwhile True:\n    open('tick', 'a').write('x')\n    time.sleep(0.05)\n"
+
+    async def cancel_soon() -> None:
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(run_python_async(code, workdir=tmp_path, limits=limits), timeout=0.7)
+
+    asyncio.run(cancel_soon())
+    size_after_cancel = (tmp_path / "tick").stat().st_size
+    time.sleep(0.4)
+    assert (tmp_path / "tick").stat().st_size == size_after_cancel, "the program survived cancellation"
+
+
+def test_file_listing_is_capped() -> None:
+    code = "for i in range(250):\n    open(f'f{i:03d}.txt', 'w').close()"
+    result = run_python(code, limits=SandboxLimits(isolation="none"))
+    assert len(result.files) == runner.MAX_LISTED_FILES
+    assert result.files[:2] == ("f000.txt", "f001.txt")

@@ -1,0 +1,16 @@
+from mappa.agents.tool_calls import extract_python_block
+
+
+def test_fenced_python_block():
+    text = "Here:\n```python\nprint(6 * 7)\n```\nDone. ```python\nprint(1)\n```"
+    assert extract_python_block(text) == "print(6 * 7)"
+
+
+def test_bare_and_unclosed_fences():
+    assert extract_python_block("```\nx = 1\nprint(x)\n```") == "x = 1\nprint(x)"
+    assert extract_python_block("```py\nprint(2)") == "print(2)"
+
+
+def test_no_code():
+    assert extract_python_block("The answer is 4.") is None
+    assert extract_python_block("```python\n\n```") is None
