@@ -8,6 +8,8 @@ where the weights live.
 
 from __future__ import annotations
 
+import dataclasses
+import zlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
@@ -45,3 +47,10 @@ class Agent:
         ]
         answers = await self.chat(chats, self.params)
         return [Reply(o, prompt, gen, seconds) for o, (prompt, gen, seconds) in zip(observations, answers)]
+
+    def _call_params(self, observations: list[str]) -> SamplingParams:
+        """A seed of its own per agent and call, so agents sharing a base seed do not sample alike."""
+        if self.params.seed is None:
+            return self.params
+        salt = zlib.crc32(f"{self.name}\n{observations[0]}".encode())
+        return dataclasses.replace(self.params, seed=(self.params.seed + salt) % 2**31)

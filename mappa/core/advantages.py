@@ -24,6 +24,7 @@ from collections.abc import Sequence
 import torch
 
 WHITEN_EPS = 1e-8
+DEGENERATE_STD = 1e-6
 
 
 def compute_kl(logprobs: torch.Tensor, ref_logprobs: torch.Tensor, estimator: str = "k1") -> torch.Tensor:
@@ -86,12 +87,17 @@ def whiten(values: torch.Tensor, mask: torch.Tensor, groups: Sequence[str] | Non
 
 
 def _whiten_rows(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Whitening in float64; a group whose values are all equal (std below 1e-6) gets zero advantages,
+    which is the formula's exact value; in float32 its rounding error divided by 1e-8 would be noise."""
     count = mask.sum()
     if count == 0:
         return torch.zeros_like(values)
-    mean = (values * mask).sum() / count
-    var = (((values - mean) * mask) ** 2).sum() / count
-    return (values - mean) / (var.sqrt() + WHITEN_EPS) * mask
+    x, m = values.double(), mask.double()
+    mean = (x * m).sum() / count
+    std = ((((x - mean) * m) ** 2).sum() / count).sqrt()
+    if std < DEGENERATE_STD:
+        return torch.zeros_like(values)
+    return ((x - mean) / (std + WHITEN_EPS) * m).to(values.dtype)
 
 
 def compute_reinforce_pp_advantages(

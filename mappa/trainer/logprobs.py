@@ -1,7 +1,7 @@
 """Per-token logprobs of response tokens under a causal LM, for padded micro-batches.
 
-Each sequence is prompt + response, right-padded; the logprob of response token t is read from the logits
-at the position before it. Returned tensors are (B, T_response) with a left-aligned mask, the layout that
+Each sequence is prompt + response; the logprob of response token t is read from the logits at the
+position before it. Returned tensors are (B, T_response) with a left-aligned mask, the layout that
 `mappa.core.advantages` and `mappa.core.losses` expect.
 """
 
@@ -18,27 +18,34 @@ def batch_response_logprobs(
     responses: Sequence[Sequence[int]],
     pad_token_id: int,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """(logprobs, mask), both (B, T_max_response); gradients flow when the caller enables them."""
+    """(logprobs, mask), both (B, T_max_response); gradients flow when the caller enables them.
+
+    Sequences are left-padded so every response ends at the last position; the model then computes the
+    vocabulary projection for the last T_max_response + 1 positions only (`logits_to_keep`), not for the
+    prompts, which is most of the memory and time for long prompts. Position ids follow the attention mask,
+    as in generation.
+    """
     if len(prompts) != len(responses):
         raise ValueError(f"{len(prompts)} prompts but {len(responses)} responses")
     full = [list(p) + list(r) for p, r in zip(prompts, responses)]
     width = max(len(s) for s in full)
-    input_ids = torch.full((len(full), width), pad_token_id, dtype=torch.long)
+    keep = max(len(r) for r in responses)
+    input_ids = torch.full((len(full), width), pad_token_id, dtype=torch.long)  # (B, L)
     attention = torch.zeros((len(full), width), dtype=torch.long)
     for i, seq in enumerate(full):
-        input_ids[i, : len(seq)] = torch.tensor(seq)
-        attention[i, : len(seq)] = 1
-    logits = model(input_ids=input_ids, attention_mask=attention).logits  # (B, L, V)
-    resp_width = max(len(r) for r in responses)
-    out = torch.zeros((len(full), resp_width), dtype=torch.float32)
-    mask = torch.zeros((len(full), resp_width), dtype=torch.float32)
-    for i, (prompt, response) in enumerate(zip(prompts, responses)):
-        start, n = len(prompt), len(response)
-        row_logits = logits[i, start - 1 : start - 1 + n].float()  # (n, V)
-        targets = input_ids[i, start : start + n]
-        out[i, :n] = row_logits.log_softmax(-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
-        mask[i, :n] = 1.0
-    return out, mask
+        input_ids[i, width - len(seq) :] = torch.tensor(seq)
+        attention[i, width - len(seq) :] = 1
+    positions = (attention.cumsum(-1) - 1).clamp(min=0)
+    logits = model(
+        input_ids=input_ids, attention_mask=attention, position_ids=positions, logits_to_keep=keep + 1
+    ).logits[:, :keep]  # (B, K, V): position k predicts token width - keep + k
+    targets = input_ids[:, width - keep :]  # (B, K)
+    token_logprobs = logits.float().log_softmax(-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)  # (B, K)
+    lengths = torch.tensor([len(r) for r in responses])
+    columns = torch.arange(keep).unsqueeze(0)  # (1, K)
+    mask = (columns < lengths.unsqueeze(1)).float()  # (B, K), left-aligned
+    index = (keep - lengths.unsqueeze(1) + columns).clamp(max=keep - 1)  # right-aligned -> left-aligned
+    return token_logprobs.gather(1, index) * mask, mask
 
 
 @torch.no_grad()

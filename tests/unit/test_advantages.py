@@ -107,3 +107,12 @@ def test_loss_ignores_padding_and_has_gradient():
     out.loss.backward()
     assert out.loss.item() == pytest.approx(-2.0)
     assert logp.grad.tolist() == [[-2.0, 0.0]]
+
+
+def test_whiten_of_equal_values_is_exactly_zero():
+    values = torch.full((3, 4), 0.4)
+    assert torch.equal(whiten(values, torch.ones(3, 4)), torch.zeros(3, 4))
+    out = compute_reinforce_pp_advantages(
+        torch.zeros(2, 3), torch.zeros(2, 3), torch.tensor([4.0, 4.0]), torch.ones(2, 3), beta=0.01
+    )
+    assert torch.equal(out["advantages"], torch.zeros(2, 3))

@@ -1,0 +1,84 @@
+"""The real `train` flow for two iterations on the tiny model: Prefect (test harness), Ray, sandbox, rubric coach."""
+
+import pandas as pd
+import pytest
+import yaml
+from safetensors.torch import load_file
+
+from mappa.storage.run import STAGE_OUTPUTS, Run
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory, tiny_model, prefect_harness, ray_local):
+    from mappa.flows.train import train
+
+    root = tmp_path_factory.mktemp("runs")
+    config = {
+        "name": "it",
+        "iterations": 2,
+        "agents": {seat: {"model": str(tiny_model)} for seat in ("solver", "executor", "verifier")},
+        "coach": {"type": "rubric", "use_ground_truth": True},
+        "rollout": {"problems_per_iteration": 3, "max_new_tokens": 24},
+        "trainer": {"lr": 1e-3},
+        "storage": {"root": str(root)},
+    }
+    path = root / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    summary = train(config_path=str(path), run_id="it-run")
+    return Run.open(str(root), "it-run"), summary, path
+
+
+def test_every_artifact_is_written(finished_run):
+    run, summary, _ = finished_run
+    assert [row["iteration"] for row in summary["iterations"]] == [0, 1]
+    for iteration in (0, 1):
+        for stage, name in STAGE_OUTPUTS.items():
+            assert run.store.exists(*run.parts(iteration, stage, name)), (iteration, stage)
+            assert run.stage_complete(iteration, stage)
+        actions = run.store.read_parquet(*run.output_parts(iteration, "rollout"))
+        scores = run.store.read_parquet(*run.output_parts(iteration, "score"))
+        experiences = run.store.read_parquet(*run.output_parts(iteration, "advantages"))
+        assert set(actions["agent"]) == {"solver", "executor", "verifier"}
+        assert actions["trajectory_id"].nunique() == 3
+        assert len(scores) == len(actions)
+        assert scores["score"].between(0, 10).all()
+        assert len(experiences) == len(actions)
+        for row in experiences.to_dict("records"):
+            n = len(row["response_token_ids"])
+            assert len(row["advantages"]) == len(row["old_logprobs"]) == len(row["kl"]) == n
+        metrics = run.store.read_json(*run.output_parts(iteration, "update"))
+        assert set(metrics) == {"solver", "executor", "verifier"}
+        for agent in metrics:
+            folder = run.checkpoint_parts(agent, iteration)
+            assert run.store.exists(*folder, "model.safetensors")
+            assert run.store.exists(*folder, "trainer_state.pt")
+
+
+def test_executor_actions_record_the_sandbox(finished_run):
+    run, _, _ = finished_run
+    actions = run.store.read_parquet(*run.output_parts(0, "rollout"))
+    executor = actions[actions["agent"] == "executor"]
+    assert executor["turn"].max() <= 1
+    assert pd.api.types.is_bool_dtype(actions["correct"])
+
+
+def test_weights_changed(finished_run, tiny_model):
+    run, _, _ = finished_run
+    base = load_file(str(tiny_model / "model.safetensors"))
+    for agent in ("solver", "executor", "verifier"):
+        path = run.store.path(*run.checkpoint_parts(agent, 1), "model.safetensors")
+        trained = load_file(path)
+        changed = [k for k in base if k in trained and not (base[k] == trained[k]).all()]
+        assert changed, f"{agent}'s weights did not change"
+
+
+def test_second_run_with_same_id_skips_finished_stages(finished_run):
+    from mappa.flows.train import train
+
+    run, _, path = finished_run
+    before = {(i, s): run.read_manifest(i, s)["finished_at"] for i in (0, 1) for s in STAGE_OUTPUTS}
+    train(config_path=str(path), run_id="it-run")
+    after = {(i, s): run.read_manifest(i, s)["finished_at"] for i in (0, 1) for s in STAGE_OUTPUTS}
+    assert before == after
