@@ -22,6 +22,9 @@ def finished_run(tmp_path_factory, tiny_model, prefect_harness, ray_local):
         "coach": {"type": "rubric", "use_ground_truth": True},
         "rollout": {"problems_per_iteration": 3, "max_new_tokens": 24},
         "trainer": {"lr": 1e-3},
+        # A random-init model fails every problem alike, so the rubric gives each agent one constant score and
+        # per-agent whitening would (rightly) give zero advantages; across agents the scores differ.
+        "algo": {"whiten_scope": "global"},
         "storage": {"root": str(root)},
     }
     path = root / "config.yaml"

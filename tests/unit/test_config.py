@@ -1,0 +1,78 @@
+"""Config loading: YAML, dotted overrides, and errors that name the field and the fix."""
+
+import pytest
+import yaml
+
+from mappa.config import ConfigError, apply_overrides, load_config
+
+SEATS = {"solver": {}, "executor": {}, "verifier": {}}
+
+
+def write(tmp_path, data) -> str:
+    path = tmp_path / "run.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return str(path)
+
+
+def test_demo_config_loads_and_overrides_apply():
+    config = load_config(
+        "configs/mathchat-cpu.yaml", ["algo.beta=0.02", "iterations=3", "storage.root=/tmp/x"]
+    )
+    assert config.algo.beta == 0.02
+    assert config.iterations == 3
+    assert config.storage.root == "/tmp/x"
+    assert set(config.agents) == {"solver", "executor", "verifier"}
+
+
+def test_unknown_field_is_named(tmp_path):
+    with pytest.raises(ConfigError, match=r"algo\.betta.*unknown field"):
+        load_config(write(tmp_path, {"agents": SEATS, "algo": {"betta": 0.1}}))
+
+
+def test_out_of_range_value_is_named(tmp_path):
+    with pytest.raises(ConfigError, match=r"trainer\.lr.*greater than 0"):
+        load_config(write(tmp_path, {"agents": SEATS}), ["trainer.lr=-1"])
+
+
+def test_wrong_seats_are_explained(tmp_path):
+    with pytest.raises(ConfigError, match=r"seats \['solver', 'executor', 'verifier'\]"):
+        load_config(write(tmp_path, {"agents": {"solver": {}}}))
+
+
+def test_unknown_choice_lists_the_value(tmp_path):
+    with pytest.raises(ConfigError, match=r"coach\.type.*'gpt'"):
+        load_config(write(tmp_path, {"agents": SEATS, "coach": {"type": "gpt"}}))
+
+
+def test_openai_coach_needs_url(tmp_path):
+    with pytest.raises(ConfigError, match="coach.base_url"):
+        load_config(write(tmp_path, {"agents": SEATS, "coach": {"type": "openai"}}))
+
+
+def test_missing_and_broken_files(tmp_path):
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_config(tmp_path / "nope.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("agents: [unclosed")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_config(bad)
+
+
+def test_bad_override_form():
+    with pytest.raises(ConfigError, match="key.path=value"):
+        apply_overrides({}, ["algo.beta"])
+    with pytest.raises(ConfigError, match="holds a value"):
+        apply_overrides({"iterations": 2}, ["iterations.x=1"])
+
+
+def test_config_hash_ignores_storage_root():
+    a = load_config("configs/mathchat-cpu.yaml", ["storage.root=/a"])
+    b = load_config("configs/mathchat-cpu.yaml", ["storage.root=s3://bucket/b"])
+    c = load_config("configs/mathchat-cpu.yaml", ["algo.beta=0.5"])
+    assert a.config_hash() == b.config_hash() != c.config_hash()
+
+
+def test_configs_are_frozen():
+    config = load_config("configs/mathchat-cpu.yaml")
+    with pytest.raises(Exception, match="frozen"):
+        config.algo.beta = 1.0

@@ -1,0 +1,74 @@
+"""The HF engine on the tiny model: aligned logprobs, greedy determinism, stop strings, weight updates."""
+
+import pytest
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from mappa.inference.engine import SamplingParams
+from mappa.inference.hf import HFEngine
+from mappa.trainer.logprobs import response_logprobs
+
+
+@pytest.fixture(scope="module")
+def engine(tiny_model):
+    model = AutoModelForCausalLM.from_pretrained(tiny_model, dtype=torch.float32)
+    return HFEngine(model, AutoTokenizer.from_pretrained(tiny_model), batch_size=2, bf16_autocast=False)
+
+
+PROMPTS = ["<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n", "Count: one two", "x"]
+
+
+def test_generate_returns_one_aligned_generation_per_prompt(engine):
+    out = engine.generate(PROMPTS, SamplingParams(temperature=1.0, max_new_tokens=6, seed=1))
+    assert len(out) == 3
+    for prompt, gen in zip(PROMPTS, out):
+        assert list(gen.prompt_token_ids) == engine.tokenizer(prompt, add_special_tokens=False)["input_ids"]
+        assert 1 <= len(gen.token_ids) <= 6
+        assert len(gen.logprobs) == len(gen.token_ids)
+        assert all(lp <= 0 for lp in gen.logprobs)
+        assert gen.finish_reason in {"stop", "length"}
+
+
+def test_sampling_logprobs_match_a_recompute(engine):
+    gens = engine.generate(PROMPTS, SamplingParams(temperature=1.0, max_new_tokens=5, seed=3))
+    recomputed = response_logprobs(
+        engine.model,
+        [g.prompt_token_ids for g in gens],
+        [g.token_ids for g in gens],
+        engine.tokenizer.pad_token_id,
+    )
+    for gen, again in zip(gens, recomputed):
+        assert torch.allclose(torch.tensor(gen.logprobs), torch.tensor(again), atol=1e-3)
+
+
+def test_greedy_is_deterministic_and_batch_independent(engine):
+    params = SamplingParams(temperature=0.0, max_new_tokens=5)
+    together = engine.generate(PROMPTS, params)
+    alone = [engine.generate([p], params)[0] for p in PROMPTS]
+    assert [g.token_ids for g in together] == [g.token_ids for g in alone]
+
+
+def test_stop_string_cuts_the_generation(engine):
+    params = SamplingParams(temperature=0.0, max_new_tokens=8)
+    free = engine.generate(["Count: one two"], params)[0]
+    assert len(free.token_ids) >= 3
+    stop = engine.tokenizer.decode(free.token_ids[1:2])
+    cut = engine.generate(
+        ["Count: one two"], SamplingParams(temperature=0.0, max_new_tokens=8, stop=(stop,))
+    )[0]
+    assert cut.finish_reason == "stop"
+    assert stop in cut.text
+    assert len(cut.token_ids) <= 2
+
+
+def test_update_weights_changes_the_output(tiny_model):
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model)
+    model = AutoModelForCausalLM.from_pretrained(tiny_model, dtype=torch.float32)
+    engine = HFEngine(model, tokenizer, bf16_autocast=False)
+    params = SamplingParams(temperature=0.0, max_new_tokens=4)
+    before = engine.generate(["Count: one two"], params)[0].token_ids
+    other = AutoModelForCausalLM.from_pretrained(tiny_model, dtype=torch.float32)
+    torch.manual_seed(5)
+    new_state = {k: v + 0.5 * torch.randn_like(v) for k, v in other.state_dict().items()}
+    engine.update_weights(new_state)
+    assert engine.generate(["Count: one two"], params)[0].token_ids != before

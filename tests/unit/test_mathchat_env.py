@@ -1,0 +1,93 @@
+"""The MathChat topology with scripted agents (the test is about the env, not a model): turn order,
+the executor's retry after a failed run, sandbox results on actions, grading, and no ground truth in prompts."""
+
+import asyncio
+
+from mappa.agents.agent import Agent
+from mappa.core.types import Problem
+from mappa.envs.mathchat import ROLES, run_mathchat
+from mappa.inference.engine import Generation, SamplingParams
+from mappa.sandbox import SandboxLimits
+
+PROBLEM = Problem("p1", "What is 6 times 7?", "42")
+
+
+def scripted(replies: list[str], seen: list[list[dict]]):
+    """A chat function answering with the next scripted reply for each chat, recording what it saw."""
+    queue = list(replies)
+
+    async def chat(chats, params):
+        seen.extend(chats)
+        out = []
+        for chat_ in chats:
+            text = queue.pop(0)
+            tokens = tuple(range(1, len(text.split()) + 2))
+            out.append(
+                (
+                    f"PROMPT:{chat_[-1]['content']}",
+                    Generation(text, (1,), tokens, (-0.1,) * len(tokens), "stop"),
+                    0.0,
+                )
+            )
+        return out
+
+    return chat
+
+
+def agents_for(script: dict[str, list[str]], seen: list) -> dict[str, Agent]:
+    return {name: Agent(name, ROLES[name], scripted(script[name], seen), SamplingParams()) for name in ROLES}
+
+
+def run(script):
+    seen: list = []
+    trajectories = asyncio.run(
+        run_mathchat(
+            [("t1", PROBLEM)], agents_for(script, seen), SandboxLimits(timeout_s=5), max_executor_turns=2
+        )
+    )
+    return trajectories[0], seen
+
+
+def test_executor_retries_after_a_crash_and_the_answer_is_graded():
+    trajectory, seen = run(
+        {
+            "solver": ["6 times 7 is 42."],
+            "executor": ["```python\nprint(6 * seven)\n```", "```python\nprint(6 * 7)\n```"],
+            "verifier": ["The program printed 42. \\boxed{42}"],
+        }
+    )
+    assert [(a.agent, a.turn) for a in trajectory.actions] == [
+        ("solver", 0),
+        ("executor", 0),
+        ("executor", 1),
+        ("verifier", 0),
+    ]
+    crashed, fixed = trajectory.actions[1].tool_result, trajectory.actions[2].tool_result
+    assert crashed.exit_code != 0 and "NameError" in crashed.stderr
+    assert fixed.ok and fixed.stdout.strip() == "42"
+    assert "NameError" in trajectory.actions[2].observation  # the retry saw the error
+    assert "42" in trajectory.actions[3].observation  # the verifier saw the output
+    assert trajectory.final_answer == "42" and trajectory.correct
+    assert all(a.trajectory_id == "t1" and a.index == i for i, a in enumerate(trajectory.actions))
+
+
+def test_a_successful_first_run_ends_the_executor_turns():
+    trajectory, _ = run(
+        {"solver": ["42"], "executor": ["```python\nprint(42)\n```"], "verifier": ["\\boxed{41}"]}
+    )
+    assert [a.agent for a in trajectory.actions] == ["solver", "executor", "verifier"]
+    assert not trajectory.correct and trajectory.final_answer == "41"
+
+
+def test_missing_code_and_missing_box():
+    trajectory, seen = run(
+        {"solver": ["hmm"], "executor": ["no code here", "still none"], "verifier": ["I think 42"]}
+    )
+    executor = [a for a in trajectory.actions if a.agent == "executor"]
+    assert [a.tool_call for a in executor] == [None, None]
+    assert "no ```python block" in executor[1].observation
+    assert trajectory.final_answer is None and not trajectory.correct
+    for chat in seen:
+        assert all(
+            "42" not in m["content"] for m in chat if m["role"] == "user" and "hmm" not in m["content"]
+        )

@@ -1,0 +1,93 @@
+"""The artifact store (atomic local writes, parquet/json round trips) and the run's stage manifests."""
+
+import pandas as pd
+
+from mappa.config import load_config
+from mappa.core.types import Action, ActionScore, Problem, ToolResult, Trajectory
+from mappa.storage.frames import (
+    frame_to_scores,
+    frame_to_trajectories,
+    scores_to_frame,
+    trajectories_to_frame,
+)
+from mappa.storage.run import Run
+from mappa.storage.store import ArtifactStore
+
+
+def test_round_trips_and_no_temp_files_left(tmp_path):
+    store = ArtifactStore(str(tmp_path / "root"))
+    store.write_json({"a": 1}, "run", "x", "m.json")
+    store.write_parquet(pd.DataFrame({"ids": [[1, 2], [3]]}), "run", "x", "t.parquet")
+    assert store.read_json("run", "x", "m.json") == {"a": 1}
+    assert store.read_parquet("run", "x", "t.parquet")["ids"].map(list).tolist() == [[1, 2], [3]]
+    assert sorted(p.name for p in (tmp_path / "root" / "run" / "x").iterdir()) == ["m.json", "t.parquet"]
+
+
+def test_memory_filesystem_url():
+    store = ArtifactStore("memory://mappa-test")
+    store.write_text("hello", "run", "f.txt")
+    assert store.read_text("run", "f.txt") == "hello"
+    assert store.url("run", "f.txt").startswith("memory://")
+
+
+def make_trajectory() -> Trajectory:
+    problem = Problem("p1", "What is 2+2?", "4", {"kind": "arithmetic"})
+    tool = ToolResult("4\n", "", 0, False, 0.05, ("out.txt",))
+    actions = (
+        Action("t1", "p1", "solver", 0, 0, "obs", "prompt", "2+2=4", (1, 2), (3, 4), (-0.5, -0.25)),
+        Action(
+            "t1",
+            "p1",
+            "executor",
+            1,
+            0,
+            "obs2",
+            "prompt2",
+            "```python\nprint(4)\n```",
+            (1,),
+            (5,),
+            (-1.0,),
+            tool_call="print(4)",
+            tool_result=tool,
+        ),
+    )
+    return Trajectory("t1", problem, actions, "4", True)
+
+
+def test_trajectory_frame_round_trip():
+    trajectory = make_trajectory()
+    back = frame_to_trajectories(trajectories_to_frame([trajectory], iteration=0))
+    assert back == [trajectory]
+
+
+def test_scores_frame_round_trip():
+    scores = [ActionScore("t1/0", "t1", "solver", 7.0, "fine", "rubric", "ok", True)]
+    assert frame_to_scores(scores_to_frame(scores)) == scores
+
+
+def test_manifest_marks_stage_complete_and_detects_changes(tmp_path):
+    config = load_config("configs/mathchat-cpu.yaml", [f"storage.root={tmp_path}"])
+    run = Run.create(config, "r1")
+    assert not run.stage_complete(0, "rollout")
+    run.store.write_parquet(pd.DataFrame({"a": [1]}), *run.output_parts(0, "rollout"))
+    assert not run.stage_complete(0, "rollout")  # output without manifest: a crashed stage
+    run.write_manifest(0, "rollout", rows=1, timings={"total_s": 1.0})
+    assert run.stage_complete(0, "rollout")
+    run.store.write_parquet(pd.DataFrame({"a": [1]}), *run.output_parts(0, "score"))
+    run.write_manifest(0, "score", rows=1, timings={})
+    assert run.stage_complete(0, "score")
+    run.store.write_parquet(pd.DataFrame({"a": [2]}), *run.output_parts(0, "rollout"))  # input changed
+    assert not run.stage_complete(0, "score")
+
+
+def test_reopening_a_run_with_another_config_is_refused(tmp_path):
+    config = load_config("configs/mathchat-cpu.yaml", [f"storage.root={tmp_path}"])
+    Run.create(config, "r1")
+    other = load_config("configs/mathchat-cpu.yaml", [f"storage.root={tmp_path}", "algo.beta=0.3"])
+    try:
+        Run.create(other, "r1")
+    except ValueError as exc:
+        assert "different config" in str(exc)
+    else:
+        raise AssertionError("a changed config must not reuse a run id")
+    assert Run.open(str(tmp_path), "r1").config.config_hash() == config.config_hash()
