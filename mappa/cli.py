@@ -52,14 +52,9 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 def cmd_resume(args: argparse.Namespace) -> int:
     from mappa.flows.train import train
-    from mappa.storage.run import Run
 
-    run = Run.open(args.root, args.run_id)
-    path = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"mappa-resume-{args.run_id}.yaml")
-    with open(path, "w") as handle:
-        handle.write(run.store.read_text(args.run_id, "config.yaml"))
-    overrides = [f"storage.root={args.root}"]
-    print_summary(train(config_path=path, overrides=overrides, run_id=args.run_id))
+    overrides = [f"iterations={args.iterations}"] if args.iterations else []
+    print_summary(train(overrides=overrides, run_id=args.run_id, resume_root=args.root))
     return 0
 
 
@@ -113,6 +108,7 @@ def build_parser() -> argparse.ArgumentParser:
     resume = sub.add_parser("resume", help="continue a run where it stopped")
     resume.add_argument("run_id")
     resume.add_argument("--root", default="runs", help="the run's storage root (default: runs)")
+    resume.add_argument("--iterations", type=int, help="extend the run to this many iterations")
     resume.set_defaults(func=cmd_resume)
     models = sub.add_parser("models", help="prepare local models")
     models_sub = models.add_subparsers(dest="models_command", required=True)

@@ -57,13 +57,18 @@ class CoachConfig(_Section):
     """The coach that scores every action 0-10 (`mappa.coach`)."""
 
     type: Literal["local", "openai", "rubric"] = "local"
-    """`local`: an engine of this project; `openai`: any OpenAI-compatible endpoint; `rubric`: programmatic rules."""
+    """`local`: an engine of this project; `openai`: any OpenAI-compatible endpoint;
+    `rubric`: programmatic rules."""
     model: str = "smollm2"
     """For `local`: a model spec as for agents; for `openai`: the model name the endpoint serves."""
     base_url: str | None = None
     """For `openai`: the endpoint, e.g. http://127.0.0.1:8000/v1 (the key comes from `api_key_env`)."""
     api_key_env: str = "OPENAI_API_KEY"
     """Name of the environment variable that holds the API key (never the key itself)."""
+    scoring: Literal["generate", "expected"] = "generate"
+    """`generate`: the coach writes a rationale and `PROCESS_SCORE: x`; `expected` (local coach only): the
+    probability-weighted score from the coach model's score tokens, for small models that cannot follow
+    the answer format (`mappa.coach.expected`)."""
     template: str = "mathchat"
     """Prompt template file under mappa/coach/templates/ (without .txt) or a path to a .txt file."""
     use_ground_truth: bool = False
@@ -77,9 +82,13 @@ class CoachConfig(_Section):
     """Score recorded (and marked `fallback`) when the coach's answer cannot be parsed after one re-ask."""
 
     @model_validator(mode="after")
-    def _openai_needs_url(self) -> CoachConfig:
+    def _check_backend(self) -> CoachConfig:
         if self.type == "openai" and not self.base_url:
             raise ValueError("coach.type=openai needs coach.base_url (e.g. http://127.0.0.1:8000/v1)")
+        if self.scoring == "expected" and self.type != "local":
+            raise ValueError(
+                "coach.scoring=expected needs coach.type=local (it reads the model's token probabilities)"
+            )
         return self
 
 
@@ -119,8 +128,9 @@ class TrainerConfig(_Section):
     train_batch_size: int | None = Field(None, ge=1)
     """Actions per optimizer step; default: all of an agent's actions of the iteration in one step."""
     epochs: int = Field(1, ge=1)
-    bf16_autocast: bool = True
-    """bf16 autocast on CPU for the forward/backward; master weights stay fp32."""
+    bf16_autocast: bool | Literal["auto"] = "auto"
+    """bf16 autocast on CPU for the forward/backward (master weights stay fp32); `auto`: only where the CPU
+    computes bf16 natively (AVX512-BF16/AMX), since emulated bf16 is many times slower than fp32."""
 
 
 class EngineConfig(_Section):
@@ -128,7 +138,8 @@ class EngineConfig(_Section):
 
     type: Literal["hf"] = "hf"
     batch_size: int = Field(32, ge=1)
-    bf16_autocast: bool = True
+    bf16_autocast: bool | Literal["auto"] = "auto"
+    """One outer bf16 autocast around generation; `auto` as for the trainer."""
 
 
 class SandboxConfig(_Section):
@@ -194,9 +205,11 @@ class RunConfig(_Section):
         return self
 
     def config_hash(self) -> str:
-        """A short stable hash of the whole config (storage.root excluded: moving a run keeps its hash)."""
+        """A short stable hash of what decides a run's results: storage.root and iterations excluded, so a
+        run can move or be extended without redoing its finished stages."""
         data = self.model_dump(mode="json")
         data["storage"] = {}
+        data["iterations"] = None
         blob = json.dumps(data, sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()[:16]
 

@@ -82,6 +82,22 @@ class ModelWorker:
         per_item = (time.perf_counter() - started) / max(len(prompts), 1)
         return [(p, dataclasses.asdict(g), per_item) for p, g in zip(prompts, generations)]
 
+    def chat_next_token_logprobs(
+        self,
+        chats: list[list[dict[str, str]]],
+        assistant_prefix: str,
+        candidates: list[str],
+        positions: int = 1,
+    ) -> list[list[list[float]]]:
+        """Logprobs of single-token candidates at the last `positions` positions of `assistant_prefix` in the
+        assistant's turn (see `HFEngine.next_token_logprobs`)."""
+        prompts = [
+            self.tokenizer.apply_chat_template(c, tokenize=False, add_generation_prompt=True)
+            + assistant_prefix
+            for c in chats
+        ]
+        return self.engine.next_token_logprobs(prompts, candidates, positions)
+
     def logprobs(self, prompts: list[list[int]], responses: list[list[int]], which: str) -> list[list[float]]:
         return self.trainer.logprobs(prompts, responses, which)
 

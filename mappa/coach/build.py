@@ -14,16 +14,26 @@ import os
 from urllib.parse import urlparse
 
 from mappa.coach.base import Coach
+from mappa.coach.expected import ExpectedScoreCoach, LogprobFn
 from mappa.coach.local import ChatFn, LocalCoach
 from mappa.coach.openai import OpenAICoach
 from mappa.coach.rubric import RubricCoach
 from mappa.config import CoachConfig
 
 
-def build_coach(config: CoachConfig, chat_fn: ChatFn | None = None, env_type: str = "mathchat") -> Coach:
+def build_coach(
+    config: CoachConfig,
+    chat_fn: ChatFn | None = None,
+    env_type: str = "mathchat",
+    logprob_fn: LogprobFn | None = None,
+) -> Coach:
     """The coach `config.type` names; `env_type` picks the rubric's rule set."""
     if config.type == "rubric":
         return RubricCoach(config.use_ground_truth, env_type)
+    if config.type == "local" and config.scoring == "expected":
+        if logprob_fn is None:
+            raise ValueError("coach.scoring=expected needs a logprob_fn (an engine's next-token logprobs)")
+        return ExpectedScoreCoach(logprob_fn, config.model)
     if config.type == "local":
         if chat_fn is None:
             raise ValueError(

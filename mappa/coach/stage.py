@@ -21,8 +21,8 @@ from mappa.storage.frames import frame_to_trajectories, scores_to_frame
 from mappa.storage.run import Run
 
 
-def local_chat_fn(run: Run):
-    """The local coach's batch chat: greedy generation on the run's coach worker."""
+def local_coach_fns(run: Run):
+    """The local coach's batch chat (greedy generation) and next-token logprobs, on the run's coach worker."""
     from mappa.cluster.ray_cluster import coach_worker
 
     worker = coach_worker(run)
@@ -39,7 +39,10 @@ def local_chat_fn(run: Run):
         answers = await worker.chat.remote(chats, params)
         return [generation["text"] for _, generation, _ in answers]
 
-    return chat
+    async def logprobs(chats, prefix: str, candidates: list[str], positions: int) -> list[list[list[float]]]:
+        return await worker.chat_next_token_logprobs.remote(chats, prefix, candidates, positions)
+
+    return chat, logprobs
 
 
 def score_stage(run: Run, iteration: int) -> dict[str, Any]:
@@ -48,8 +51,8 @@ def score_stage(run: Run, iteration: int) -> dict[str, Any]:
     started = time.perf_counter()
     config = run.config
     trajectories = frame_to_trajectories(run.store.read_parquet(*run.output_parts(iteration, "rollout")))
-    chat_fn = local_chat_fn(run) if config.coach.type == "local" else None
-    coach = build_coach(config.coach, chat_fn, config.env.type)
+    chat_fn, logprob_fn = local_coach_fns(run) if config.coach.type == "local" else (None, None)
+    coach = build_coach(config.coach, chat_fn, config.env.type, logprob_fn)
     spec = get_env_spec(config.env.type)
     scores = asyncio.run(score_trajectories(coach, trajectories, spec.roles, config.coach))
     frame = scores_to_frame(scores)

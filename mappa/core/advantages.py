@@ -3,10 +3,10 @@
 For one action with response tokens y_1..y_T and coach score s in [0, 10]:
 
     R     = clip(reward_scale * s, -reward_clip, reward_clip)
-    kl_t  = estimator(log pi_old(y_t), log pi_ref(y_t))              k1, k2 or k3 (Schulman, "Approximating KL")
-    r_t   = -beta * kl_t + [t == T] * R                              reward on the last token
-    G_t   = sum_{t' >= t} r_t'                                       undiscounted return-to-go inside the action
-    A_t   = (G_t - mean) / (std + 1e-8)                              mean/std over all valid tokens of the batch
+    kl_t  = estimator(log pi_old(y_t), log pi_ref(y_t))     k1, k2 or k3 (Schulman, "Approximating KL")
+    r_t   = -beta * kl_t + [t == T] * R                     reward on the last token
+    G_t   = sum_{t' >= t} r_t'                              undiscounted return-to-go inside the action
+    A_t   = (G_t - mean) / (std + 1e-8)                     mean/std over all valid tokens of the batch
 
 Whitening scope `agent` normalises each agent's experiences separately (the authors' code, one trainer per
 agent); `global` normalises all agents together. std is the population standard deviation over valid tokens.

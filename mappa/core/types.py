@@ -130,8 +130,8 @@ def action_from_record(row: dict[str, Any]) -> Action:
     """Rebuild an `Action` from a parquet row written with `to_record`."""
     tool = row.get("tool_result")
     tool_result = None
-    if tool is not None and not _is_missing(tool):
-        tool_result = ToolResult(**{**tool, "files": tuple(tool.get("files") or ())})
+    if isinstance(tool, dict) and tool.get("duration_s") is not None:
+        tool_result = tool_result_from_record(tool)
     return Action(
         trajectory_id=row["trajectory_id"],
         problem_id=row["problem_id"],
@@ -151,8 +151,16 @@ def action_from_record(row: dict[str, Any]) -> Action:
     )
 
 
-def _is_missing(value: Any) -> bool:
-    try:
-        return value != value  # NaN
-    except Exception:  # noqa: BLE001 - arrays and dicts do not compare to themselves as scalars
-        return False
+def tool_result_from_record(tool: dict[str, Any]) -> ToolResult:
+    """Parquet gives list columns back as arrays and nullable ints as floats; undo both."""
+    exit_code = tool.get("exit_code")
+    files = tool.get("files")
+    return ToolResult(
+        stdout=tool.get("stdout") or "",
+        stderr=tool.get("stderr") or "",
+        exit_code=None if exit_code is None or exit_code != exit_code else int(exit_code),
+        timed_out=bool(tool.get("timed_out")),
+        duration_s=float(tool["duration_s"]),
+        files=tuple(str(f) for f in files) if files is not None else (),
+        error=tool.get("error"),
+    )

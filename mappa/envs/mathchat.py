@@ -23,16 +23,18 @@ from mappa.sandbox import SandboxLimits, run_python_async
 
 SEATS = ("solver", "executor", "verifier")
 
-TASK = "A team of three agents solves a math problem: reasoning, checking it with Python code, then a final answer."
+TASK = "Three agents solve a math problem: reasoning, checking it with Python code, then a final answer."
 
 ROLES = {
     "solver": (
         "You are the Problem Solver in a team of three. Solve the math problem step by step, briefly and "
-        "carefully. A Code Executor will check your work with Python and a Verifier will give the final answer."
+        "carefully. A Code Executor will check your work with Python and a Verifier will give the final "
+        "answer."
     ),
     "executor": (
         "You are the Code Executor in a team of three. Write one short Python program in a ```python block "
-        "that computes the answer to the problem and prints it. Use the Problem Solver's reasoning if it helps."
+        "that computes the answer to the problem and prints it. Use the Problem Solver's reasoning if it "
+        "helps."
     ),
     "verifier": (
         "You are the Verifier in a team of three. Read the problem, the solver's reasoning and the program's "

@@ -18,7 +18,8 @@ def describe_stage(stage: str, iteration: int, manifest: dict[str, Any]) -> str:
             f"success {manifest['success_rate']:.0%}, {manifest['tokens_per_s']:.0f} tokens/s"
         )
     elif stage == "score":
-        detail = f"{manifest['rows']} actions scored by {manifest['coach_model']}, parse {manifest['parse_status']}"
+        coach, parse = manifest["coach_model"], manifest["parse_status"]
+        detail = f"{manifest['rows']} actions scored by {coach}, parse {parse}"
     elif stage == "advantages":
         kl = ", ".join(f"{a} {v:.4f}" for a, v in manifest.get("mean_kl", {}).items())
         detail = f"{manifest['rows']} experiences, KL {kl}"

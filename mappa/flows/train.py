@@ -13,7 +13,7 @@ from typing import Any
 from prefect import flow, get_run_logger
 
 from mappa.cluster.ray_cluster import COACH, release_workers
-from mappa.config import load_config
+from mappa.config import apply_overrides, load_config, validate_config
 from mappa.flows.summary import describe_stage, run_summary
 from mappa.storage.run import Run
 from mappa.tasks.stages import advantages, rollout, score, update
@@ -27,12 +27,20 @@ def train(
     overrides: list[str] | None = None,
     run_id: str | None = None,
     iterations: int | None = None,
+    resume_root: str | None = None,
 ) -> dict[str, Any]:
-    """Train a run for `iterations` (default: the config's) and return its summary."""
+    """Train a run for `iterations` (default: the config's) and return its summary.
+
+    With `resume_root` (and `run_id`), the run's stored config is used instead of `config_path`.
+    """
     overrides = list(overrides or [])
     if iterations is not None:
         overrides.append(f"iterations={iterations}")
-    config = load_config(config_path, overrides)
+    if resume_root is not None:
+        stored = Run.open(resume_root, run_id).config
+        config = validate_config(apply_overrides(stored.model_dump(mode="json"), overrides))
+    else:
+        config = load_config(config_path, overrides)
     run = Run.create(config, run_id or new_run_id(config.name))
     logger = get_run_logger()
     logger.info("run %s -> %s", run.run_id, run.store.url(run.run_id))

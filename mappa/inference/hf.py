@@ -19,6 +19,7 @@ import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from mappa.inference.engine import Engine, Generation, SamplingParams
+from mappa.inference.precision import resolve_bf16
 
 
 class HFEngine(Engine):
@@ -27,12 +28,12 @@ class HFEngine(Engine):
         model: PreTrainedModel,
         tokenizer: PreTrainedTokenizerBase,
         batch_size: int = 32,
-        bf16_autocast: bool = True,
+        bf16_autocast: bool | str = "auto",
     ) -> None:
         self.model = model
         self.tokenizer = tokenizer
         self.batch_size = batch_size
-        self.bf16_autocast = bf16_autocast
+        self.bf16_autocast = resolve_bf16(bf16_autocast)
         if tokenizer.pad_token_id is None:
             tokenizer.pad_token = tokenizer.eos_token
 
@@ -47,6 +48,41 @@ class HFEngine(Engine):
             for i, generation in zip(chunk, self._generate_batch([encoded[i] for i in chunk], params)):
                 results[i] = generation
         return [results[i] for i in range(len(prompts))]
+
+    def next_token_logprobs(
+        self, prompts: list[str], candidates: list[str], positions: int = 1, batch_size: int = 4
+    ) -> list[list[list[float]]]:
+        """Log-probabilities of single-token candidates as the next token, at each of the last `positions`
+        positions of each prompt: out[prompt][position][candidate], position 0 the earliest."""
+        ids = [self._single_token(text) for text in candidates]
+        rows = [self.tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts]
+        pad, out = self.tokenizer.pad_token_id, []
+        was_training = self.model.training
+        self.model.eval()
+        for start in range(0, len(rows), batch_size):
+            chunk = rows[start : start + batch_size]
+            width = max(len(r) for r in chunk)
+            input_ids = torch.tensor([[pad] * (width - len(r)) + r for r in chunk])
+            attention = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in chunk])
+            position_ids = (attention.cumsum(-1) - 1).clamp(min=0)
+            with torch.no_grad(), self._autocast():
+                logits = self.model(
+                    input_ids=input_ids,
+                    attention_mask=attention,
+                    position_ids=position_ids,
+                    logits_to_keep=positions,
+                ).logits  # (B, positions, V)
+            out.extend(logits.float().log_softmax(-1)[:, :, ids].tolist())
+        self.model.train(was_training)
+        return out
+
+    def _single_token(self, text: str) -> int:
+        encoded = self.tokenizer(text, add_special_tokens=False)["input_ids"]
+        if len(encoded) != 1:
+            raise ValueError(
+                f"candidate {text!r} is {len(encoded)} tokens for this tokenizer; give single tokens"
+            )
+        return encoded[0]
 
     def update_weights(self, state_dict: Mapping[str, torch.Tensor]) -> None:
         own = self.model.state_dict()

@@ -60,17 +60,5 @@ def frame_to_scores(frame: pd.DataFrame) -> list[ActionScore]:
 
 
 def _plain_row(row: dict) -> dict:
-    """pyarrow hands back numpy arrays for list columns and None/NaN for missing structs."""
-    out = dict(row)
-    tool = out.get("tool_result")
-    if (
-        isinstance(tool, dict)
-        and tool.get("stdout") is None
-        and tool.get("exit_code") is None
-        and not tool.get("timed_out")
-    ):
-        out["tool_result"] = None
-    for key in ("tool_call",):
-        if not isinstance(out.get(key), str):
-            out[key] = None
-    return out
+    """pyarrow hands back NaN rather than None for missing strings."""
+    return {**row, "tool_call": row["tool_call"] if isinstance(row.get("tool_call"), str) else None}

@@ -18,6 +18,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 import mappa
 from mappa.config import RunConfig, dump_config, validate_config
 from mappa.storage.store import ArtifactStore
@@ -71,8 +73,7 @@ class Run:
                     f"run {run_id} under {config.storage.root} was started with a different config; "
                     f"resume it with `mappa resume {run_id}` or pick a new --run-id"
                 )
-        else:
-            run.store.write_text(dump_config(config), run_id, "config.yaml")
+        run.store.write_text(dump_config(config), run_id, "config.yaml")  # records a changed iteration count
         return run
 
     @classmethod
@@ -82,15 +83,11 @@ class Run:
             raise FileNotFoundError(
                 f"no run {run_id} under {root} (no config.yaml); check --root and the run id"
             )
-        import yaml
-
         data = yaml.safe_load(store.read_text(run_id, "config.yaml"))
         data.setdefault("storage", {})["root"] = root
         return cls(store, run_id, validate_config(data, source=store.url(run_id, "config.yaml")))
 
     def load_stored_config(self) -> RunConfig:
-        import yaml
-
         data = yaml.safe_load(self.store.read_text(self.run_id, "config.yaml"))
         return validate_config(data, source=self.store.url(self.run_id, "config.yaml"))
 

@@ -26,6 +26,7 @@ from transformers import AutoModelForCausalLM, PreTrainedModel
 from mappa.config import AlgoConfig, TrainerConfig
 from mappa.core.advantages import pad_sequences
 from mappa.core.losses import compute_policy_loss
+from mappa.inference.precision import resolve_bf16
 from mappa.trainer.logprobs import batch_response_logprobs, response_logprobs
 
 
@@ -141,7 +142,7 @@ class TorchTrainer:
         }
 
     def _autocast(self) -> contextlib.AbstractContextManager:
-        if self.config.bf16_autocast:
+        if resolve_bf16(self.config.bf16_autocast):
             return torch.autocast("cpu", dtype=torch.bfloat16)
         return contextlib.nullcontext()
 

@@ -17,7 +17,15 @@ import ray
 from mappa.cluster.ray_cluster import agent_workers
 from mappa.storage.run import Run
 
-SAMPLE_FIELDS = ("prompt_token_ids", "response_token_ids", "old_logprobs", "advantages")
+
+def train_sample(row: dict[str, Any]) -> dict[str, list]:
+    """An experiences.parquet row as the plain lists `TrainSample` takes (parquet gives numpy arrays)."""
+    return {
+        "prompt_token_ids": [int(t) for t in row["prompt_token_ids"]],
+        "response_token_ids": [int(t) for t in row["response_token_ids"]],
+        "old_logprobs": [float(x) for x in row["old_logprobs"]],
+        "advantages": [float(x) for x in row["advantages"]],
+    }
 
 
 def update_agent(run: Run, iteration: int, agent: str, worker: Any, experiences) -> dict[str, Any]:
@@ -32,13 +40,7 @@ def update_agent(run: Run, iteration: int, agent: str, worker: Any, experiences)
         )
         return metrics
     rows = experiences[experiences["agent"] == agent]
-    samples = [
-        {
-            k: [float(x) if "logprob" in k or k == "advantages" else int(x) for x in r[k]]
-            for k in SAMPLE_FIELDS
-        }
-        for r in rows.to_dict("records")
-    ]
+    samples = [train_sample(row) for row in rows.to_dict("records")]
     metrics = ray.get(worker.train.remote(samples, run.config.seed * 7919 + iteration))
     ray.get(
         worker.save_checkpoint.remote(

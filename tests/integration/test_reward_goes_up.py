@@ -1,7 +1,8 @@
 """REINFORCE++ on the tiny model: a coach that favours one kind of answer makes that answer more likely.
 
-The coach here is a scripted rule (any answer but the model's initial favourite scores 10, that one 0): the test is about the
-update path (engine sampling, fp32 logprob recompute, core advantages, clipped loss, AdamW), not a coach.
+The coach here is a scripted rule (any answer but the model's initial favourite scores 10, that one 0):
+the test is about the update path (engine sampling, fp32 logprob recompute, core advantages, clipped
+loss, AdamW), not a coach.
 """
 
 from pathlib import Path
@@ -14,7 +15,6 @@ from mappa.core.advantages import compute_reinforce_pp_advantages, pad_sequences
 from mappa.inference.engine import SamplingParams
 from mappa.inference.hf import HFEngine
 from mappa.trainer.torch_trainer import TorchTrainer, TrainSample
-
 
 SCALE = 8.0  # the most likely first token (the prompt's last one, through tied embeddings) then holds ~30-50%
 

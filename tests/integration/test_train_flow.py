@@ -1,4 +1,5 @@
-"""The real `train` flow for two iterations on the tiny model: Prefect (test harness), Ray, sandbox, rubric coach."""
+"""The real `train` flow for two iterations on the tiny model: Prefect (test harness), Ray, sandbox,
+rubric coach."""
 
 import pandas as pd
 import pytest

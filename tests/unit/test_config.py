@@ -69,7 +69,8 @@ def test_config_hash_ignores_storage_root():
     a = load_config("configs/mathchat-cpu.yaml", ["storage.root=/a"])
     b = load_config("configs/mathchat-cpu.yaml", ["storage.root=s3://bucket/b"])
     c = load_config("configs/mathchat-cpu.yaml", ["algo.beta=0.5"])
-    assert a.config_hash() == b.config_hash() != c.config_hash()
+    longer = load_config("configs/mathchat-cpu.yaml", ["iterations=10"])
+    assert a.config_hash() == b.config_hash() == longer.config_hash() != c.config_hash()
 
 
 def test_configs_are_frozen():

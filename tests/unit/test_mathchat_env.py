@@ -1,5 +1,5 @@
 """The MathChat topology with scripted agents (the test is about the env, not a model): turn order,
-the executor's retry after a failed run, sandbox results on actions, grading, and no ground truth in prompts."""
+the executor's retry after a failed run, sandbox results on actions, grading, no ground truth in prompts."""
 
 import asyncio
 

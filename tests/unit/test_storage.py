@@ -51,6 +51,25 @@ def make_trajectory() -> Trajectory:
             tool_result=tool,
         ),
     )
+    crashed = ToolResult("", "SyntaxError", 1, False, 0.2, ())
+    actions += (
+        Action(
+            "t1",
+            "p1",
+            "executor",
+            2,
+            1,
+            "o3",
+            "p3",
+            "```python\nx(\n```",
+            (1,),
+            (6,),
+            (-2.0,),
+            tool_call="x(",
+            tool_result=crashed,
+        ),
+        Action("t1", "p1", "verifier", 3, 0, "o4", "p4", "no box", (1,), (7,), (-0.1,)),
+    )
     return Trajectory("t1", problem, actions, "4", True)
 
 
