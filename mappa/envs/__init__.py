@@ -1,0 +1,1 @@
+"""Envs: multi-agent topologies (MathChat), their data sets, grading, and the rollout stage."""

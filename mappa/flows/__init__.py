@@ -1,0 +1,1 @@
+"""Prefect flows: `train` (iterations of rollout -> score -> advantages -> update) and run summaries."""

@@ -1,0 +1,1 @@
+"""Generation engines (HF transformers; vLLM planned), model preparation and precision choices."""

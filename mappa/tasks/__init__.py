@@ -1,0 +1,1 @@
+"""Prefect tasks: thin wrappers that call one stage function each and return its small manifest."""

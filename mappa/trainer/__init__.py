@@ -1,0 +1,1 @@
+"""Training: the torch trainer, response logprobs, and the advantages and update stages."""
