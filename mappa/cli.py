@@ -18,7 +18,7 @@ from rich.table import Table
 
 from mappa.config import ConfigError, load_config
 
-console = Console()
+console = Console(soft_wrap=True)
 
 
 def _prefect_defaults() -> None:

@@ -1,0 +1,26 @@
+"""The `mappa` command fails fast, before Ray or Prefect start, with errors that name the problem."""
+
+from mappa.cli import main
+
+
+def test_bad_override_names_the_field(capsys):
+    assert main(["train", "configs/mathchat-cpu.yaml", "--set", "algo.beta=-1"]) == 2
+    out = capsys.readouterr().out
+    assert "algo.beta" in out and "greater than or equal to 0" in out
+
+
+def test_missing_config_file(capsys):
+    assert main(["train", "configs/nope.yaml"]) == 2
+    assert "does not exist" in capsys.readouterr().out
+
+
+def test_missing_data_file_is_reported_before_any_work(tmp_path, capsys):
+    code = main(["train", "configs/mathchat-cpu.yaml", "--set", f"env.train_data={tmp_path}/none.jsonl"])
+    assert code == 2
+    assert "none.jsonl" in capsys.readouterr().out
+
+
+def test_missing_model_folder(tmp_path, capsys):
+    code = main(["train", "configs/mathchat-cpu.yaml", "--set", f"agents.solver.model={tmp_path}/no-model"])
+    assert code == 2
+    assert "no-model" in capsys.readouterr().out
