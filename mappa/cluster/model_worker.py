@@ -10,8 +10,10 @@ Not covered: several engines or trainer ranks per agent (GPU placement groups, p
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
 import os
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -26,6 +28,19 @@ from mappa.inference.hf import HFEngine
 from mappa.inference.prepare import resolve_model
 from mappa.storage.store import ArtifactStore
 from mappa.trainer.torch_trainer import TorchTrainer, TrainSample
+
+
+def release_freed_memory() -> None:
+    """Hand memory that torch freed (activations of a training step) back to the OS.
+
+    glibc keeps freed heap pages by default, so each worker would keep the peak of its last update, and on
+    one machine the workers' peaks would add up (measured: 18 GB for three SmolLM2 agents without this).
+    """
+    if sys.platform.startswith("linux"):
+        try:
+            ctypes.CDLL("libc.so.6").malloc_trim(0)
+        except OSError:
+            return
 
 
 class ModelWorker:
@@ -99,12 +114,15 @@ class ModelWorker:
         return self.engine.next_token_logprobs(prompts, candidates, positions)
 
     def logprobs(self, prompts: list[list[int]], responses: list[list[int]], which: str) -> list[list[float]]:
-        return self.trainer.logprobs(prompts, responses, which)
+        result = self.trainer.logprobs(prompts, responses, which)
+        release_freed_memory()
+        return result
 
     def train(self, samples: list[dict[str, Any]], seed: int) -> dict[str, float]:
         self.weights_iteration = -1  # changed weights, not yet saved: a retry must reload a checkpoint
         metrics = self.trainer.train([TrainSample(**s) for s in samples], seed=seed)
         self.engine.update_weights(self.trainer.policy.state_dict())
+        release_freed_memory()
         return metrics
 
     def save_checkpoint(self, root: str, parts: list[str], iteration: int) -> str:

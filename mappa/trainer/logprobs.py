@@ -61,13 +61,14 @@ def response_logprobs(
         raise ValueError("every prompt needs at least one token to condition the first response token on")
     was_training = model.training
     model.eval()
-    result: list[list[float]] = []
-    for start in range(0, len(prompts), micro_batch_size):
-        end = start + micro_batch_size
+    order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]) + len(responses[i]))  # less padding
+    result: list[list[float]] = [[] for _ in prompts]
+    for start in range(0, len(order), micro_batch_size):
+        chunk = order[start : start + micro_batch_size]
         logprobs, mask = batch_response_logprobs(
-            model, prompts[start:end], responses[start:end], pad_token_id
+            model, [prompts[i] for i in chunk], [responses[i] for i in chunk], pad_token_id
         )
-        for row, row_mask in zip(logprobs, mask):
-            result.append(row[row_mask.bool()].tolist())
+        for i, row, row_mask in zip(chunk, logprobs, mask):
+            result[i] = row[row_mask.bool()].tolist()
     model.train(was_training)
     return result
