@@ -32,3 +32,13 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+def pytest_sessionstart(session):
+    """In CI (MAPPA_REQUIRE_BWRAP=1) the sandbox's isolation tests must run, not skip."""
+    if os.environ.get("MAPPA_REQUIRE_BWRAP") == "1":
+        from mappa.sandbox.runner import _probe_bwrap
+
+        ok, reason = _probe_bwrap()
+        if not ok:
+            raise pytest.UsageError(f"MAPPA_REQUIRE_BWRAP=1 but bubblewrap cannot sandbox here: {reason}")

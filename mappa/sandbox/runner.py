@@ -161,9 +161,20 @@ def _use_bwrap(isolation: str) -> bool:
     return works
 
 
+def _interpreter_binds() -> list[str]:
+    """Read-only binds that bring back the Python environment when it lives under /tmp (a checkout or
+    CI clone there), which the sandbox's private /tmp would otherwise hide."""
+    binds: list[str] = []
+    for path in sorted({Path(sys.prefix).resolve(), Path(sys.executable).parent.resolve()}):
+        if path.is_relative_to("/tmp"):
+            binds += ["--ro-bind", str(path), str(path)]
+    return binds
+
+
 def _bwrap_prefix(executable: str, folder: Path) -> list[str]:
     prefix = [
         executable, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
+        *_interpreter_binds(),
         "--bind", str(folder), str(folder), "--chdir", str(folder),
         "--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
         "--die-with-parent", "--new-session",
