@@ -30,7 +30,9 @@ def test_scores_are_expected_values_in_order():
             rows.append([digits, [-50.0]])
         return rows
 
-    requests = [CoachRequest(f"t/{i}", "t", "solver", [{"role": "user", "content": str(i)}], False) for i in (7, 2)]
+    requests = [
+        CoachRequest(f"t/{i}", "t", "solver", [{"role": "user", "content": str(i)}], False) for i in (7, 2)
+    ]
     scores = asyncio.run(ExpectedScoreCoach(logprob_fn, "m").score(requests))
     assert [s.action_id for s in scores] == ["t/7", "t/2"]
     assert [s.score for s in scores] == [pytest.approx(7.0), pytest.approx(2.0)]
