@@ -68,7 +68,7 @@ def cmd_models(args: argparse.Namespace) -> int:
 
 def print_summary(summary: dict[str, Any]) -> None:
     agents = Table(title=f"run {summary['run_id']}: agents")
-    for column in ("agent", "iteration", "mean coach score", "KL", "loss"):
+    for column in ("agent", "iteration", "mean coach score", "KL", "loss", "grad norm"):
         agents.add_column(column, justify="right" if column != "agent" else "left")
     for agent, rows in summary["agents"].items():
         for row in rows:
@@ -78,6 +78,7 @@ def print_summary(summary: dict[str, Any]) -> None:
                 f"{row['mean_score']:.2f}",
                 f"{row['kl']:.5f}",
                 f"{row['loss']:.4f}",
+                f"{row['grad_norm']:.3f}",
             )
     iterations = Table(title="iterations")
     for column in ("iteration", "success rate", "rollout s", "score s", "advantages s", "update s"):

@@ -45,7 +45,13 @@ def run_summary(run: Run) -> dict[str, Any]:
         iterations.append({"iteration": iteration, "success_rate": rollout["success_rate"], "seconds": times})
         for agent, m in run.read_manifest(iteration, "update").get("agents", {}).items():
             agents.setdefault(agent, []).append(
-                {"iteration": iteration, "mean_score": m["mean_score"], "kl": m["kl"], "loss": m["loss"]}
+                {
+                    "iteration": iteration,
+                    "mean_score": m["mean_score"],
+                    "kl": m["kl"],
+                    "loss": m["loss"],
+                    "grad_norm": m["grad_norm"],
+                }
             )
     return {
         "run_id": run.run_id,
