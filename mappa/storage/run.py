@@ -78,18 +78,16 @@ class Run:
 
     @classmethod
     def open(cls, root: str, run_id: str) -> Run:
+        """A finished or interrupted run, with its stored config (its storage root set to `root`)."""
         store = ArtifactStore(root)
         if not store.exists(run_id, "config.yaml"):
             raise FileNotFoundError(
                 f"no run {run_id} under {root} (no config.yaml); check --root and the run id"
             )
-        data = yaml.safe_load(store.read_text(run_id, "config.yaml"))
-        data.setdefault("storage", {})["root"] = root
-        return cls(store, run_id, validate_config(data, source=store.url(run_id, "config.yaml")))
+        return cls(store, run_id, _stored_config(store, run_id, root))
 
     def load_stored_config(self) -> RunConfig:
-        data = yaml.safe_load(self.store.read_text(self.run_id, "config.yaml"))
-        return validate_config(data, source=self.store.url(self.run_id, "config.yaml"))
+        return _stored_config(self.store, self.run_id)
 
     def parts(self, iteration: int, stage: str, name: str) -> tuple[str, ...]:
         return (self.run_id, iteration_name(iteration), stage, name)
@@ -152,3 +150,10 @@ class Run:
         while self.stage_complete(done, "update"):
             done += 1
         return done
+
+
+def _stored_config(store: ArtifactStore, run_id: str, root: str | None = None) -> RunConfig:
+    data = yaml.safe_load(store.read_text(run_id, "config.yaml"))
+    if root is not None:
+        data.setdefault("storage", {})["root"] = root
+    return validate_config(data, source=store.url(run_id, "config.yaml"))
