@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 from mappa.config import ConfigError, load_config
+from mappa.core.types import tool_result_from_record
 
 console = Console(soft_wrap=True)
 
@@ -56,6 +57,60 @@ def cmd_resume(args: argparse.Namespace) -> int:
     overrides = [f"iterations={args.iterations}"] if args.iterations else []
     print_summary(train(overrides=overrides, run_id=args.run_id, resume_root=args.root))
     return 0
+
+
+def cmd_inspect(args: argparse.Namespace) -> int:
+    from mappa.storage import inspect
+    from mappa.storage.run import Run
+
+    run = Run.open(args.root, args.run_id)
+    if args.trajectory:
+        print_trajectory(inspect.find_trajectory(run, args.trajectory))
+    elif args.iteration is not None:
+        frame = inspect.scored_actions(run, args.iteration)
+        console.print(_frame_table(f"iteration {args.iteration}: agents", inspect.agent_stats(frame)))
+        low, high = inspect.extreme_actions(frame)
+        columns = ["action_id", "agent", "score", "rationale"]
+        console.print(_frame_table("lowest scored actions", low[columns]))
+        console.print(_frame_table("highest scored actions", high[columns]))
+    else:
+        console.print(_frame_table(f"run {run.run_id}", pd_frame(inspect.iteration_rows(run))))
+    return 0
+
+
+def pd_frame(rows: list[dict[str, Any]]):
+    import pandas as pd
+
+    return pd.DataFrame(rows)
+
+
+def _frame_table(title: str, frame) -> Table:
+    table = Table(title=title)
+    for column in frame.columns:
+        table.add_column(str(column), overflow="fold")
+    for row in frame.itertuples(index=False):
+        table.add_row(*(f"{v:.3f}" if isinstance(v, float) else str(v) for v in row))
+    return table
+
+
+def print_trajectory(frame) -> None:
+    first = frame.iloc[0]
+    console.print(f"[bold]{first['trajectory_id']}[/bold]  problem: {first['question']}")
+    console.print(
+        f"reference {first['gold_answer']}, final answer {first['final_answer']}, correct {first['correct']}"
+    )
+    for row in frame.to_dict("records"):
+        console.rule(
+            f"{row['agent']} turn {row['turn']}: coach score {row['score']:.2f} ({row['parse_status']})"
+        )
+        console.print(f"input: {row['observation'][-600:]}", markup=False)
+        console.print(f"output: {row['response']}", markup=False)
+        tool = row.get("tool_result")
+        if isinstance(tool, dict) and tool.get("duration_s") is not None:
+            result = tool_result_from_record(tool)
+            status = f"tool: exit {result.exit_code}, timed out {result.timed_out}"
+            console.print(f"{status}\n{result.stdout}{result.stderr}", markup=False)
+        console.print(f"coach: {row['rationale']}", markup=False)
 
 
 def cmd_models(args: argparse.Namespace) -> int:
@@ -111,6 +166,14 @@ def build_parser() -> argparse.ArgumentParser:
     resume.add_argument("--root", default="runs", help="the run's storage root (default: runs)")
     resume.add_argument("--iterations", type=int, help="extend the run to this many iterations")
     resume.set_defaults(func=cmd_resume)
+    inspect = sub.add_parser("inspect", help="show a run's iterations, agents' scores, or one trajectory")
+    inspect.add_argument("run_id")
+    inspect.add_argument("--root", default="runs", help="the run's storage root (default: runs)")
+    inspect.add_argument(
+        "--iteration", type=int, help="per-agent stats and the lowest/highest scored actions"
+    )
+    inspect.add_argument("--trajectory", help="one trajectory, action by action, with scores and tool output")
+    inspect.set_defaults(func=cmd_inspect)
     models = sub.add_parser("models", help="prepare local models")
     models_sub = models.add_subparsers(dest="models_command", required=True)
     prepare = models_sub.add_parser("prepare", help="convert a known model (smollm2) into a local HF folder")

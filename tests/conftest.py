@@ -42,3 +42,50 @@ def pytest_sessionstart(session):
         ok, reason = _probe_bwrap()
         if not ok:
             raise pytest.UsageError(f"MAPPA_REQUIRE_BWRAP=1 but bubblewrap cannot sandbox here: {reason}")
+
+
+@pytest.fixture
+def trajectory():
+    """One MathChat trajectory with a successful and a crashed tool run, and an action without a tool."""
+    from mappa.core.types import Action, Problem, ToolResult, Trajectory
+
+    problem = Problem("p1", "What is 2+2?", "4", {"kind": "arithmetic"})
+    tool = ToolResult("4\n", "", 0, False, 0.05, ("out.txt",))
+    actions = (
+        Action("t1", "p1", "solver", 0, 0, "obs", "prompt", "2+2=4", (1, 2), (3, 4), (-0.5, -0.25)),
+        Action(
+            "t1",
+            "p1",
+            "executor",
+            1,
+            0,
+            "obs2",
+            "prompt2",
+            "```python\nprint(4)\n```",
+            (1,),
+            (5,),
+            (-1.0,),
+            tool_call="print(4)",
+            tool_result=tool,
+        ),
+    )
+    crashed = ToolResult("", "SyntaxError", 1, False, 0.2, ())
+    actions += (
+        Action(
+            "t1",
+            "p1",
+            "executor",
+            2,
+            1,
+            "o3",
+            "p3",
+            "```python\nx(\n```",
+            (1,),
+            (6,),
+            (-2.0,),
+            tool_call="x(",
+            tool_result=crashed,
+        ),
+        Action("t1", "p1", "verifier", 3, 0, "o4", "p4", "no box", (1,), (7,), (-0.1,)),
+    )
+    return Trajectory("t1", problem, actions, "4", True)

@@ -3,7 +3,7 @@
 import pandas as pd
 
 from mappa.config import load_config
-from mappa.core.types import Action, ActionScore, Problem, ToolResult, Trajectory
+from mappa.core.types import ActionScore
 from mappa.storage.frames import (
     frame_to_scores,
     frame_to_trajectories,
@@ -30,51 +30,7 @@ def test_memory_filesystem_url():
     assert store.url("run", "f.txt").startswith("memory://")
 
 
-def make_trajectory() -> Trajectory:
-    problem = Problem("p1", "What is 2+2?", "4", {"kind": "arithmetic"})
-    tool = ToolResult("4\n", "", 0, False, 0.05, ("out.txt",))
-    actions = (
-        Action("t1", "p1", "solver", 0, 0, "obs", "prompt", "2+2=4", (1, 2), (3, 4), (-0.5, -0.25)),
-        Action(
-            "t1",
-            "p1",
-            "executor",
-            1,
-            0,
-            "obs2",
-            "prompt2",
-            "```python\nprint(4)\n```",
-            (1,),
-            (5,),
-            (-1.0,),
-            tool_call="print(4)",
-            tool_result=tool,
-        ),
-    )
-    crashed = ToolResult("", "SyntaxError", 1, False, 0.2, ())
-    actions += (
-        Action(
-            "t1",
-            "p1",
-            "executor",
-            2,
-            1,
-            "o3",
-            "p3",
-            "```python\nx(\n```",
-            (1,),
-            (6,),
-            (-2.0,),
-            tool_call="x(",
-            tool_result=crashed,
-        ),
-        Action("t1", "p1", "verifier", 3, 0, "o4", "p4", "no box", (1,), (7,), (-0.1,)),
-    )
-    return Trajectory("t1", problem, actions, "4", True)
-
-
-def test_trajectory_frame_round_trip():
-    trajectory = make_trajectory()
+def test_trajectory_frame_round_trip(trajectory):
     back = frame_to_trajectories(trajectories_to_frame([trajectory], iteration=0))
     assert back == [trajectory]
 

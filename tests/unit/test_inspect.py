@@ -1,0 +1,44 @@
+"""`mappa inspect` on a run written from hand-built artifacts (no model needed)."""
+
+from mappa.cli import main
+from mappa.config import load_config
+from mappa.core.types import ActionScore
+from mappa.storage import inspect
+from mappa.storage.frames import scores_to_frame, trajectories_to_frame
+from mappa.storage.run import Run
+
+
+def write_run(tmp_path, trajectory) -> Run:
+    config = load_config("configs/mathchat-cpu.yaml", [f"storage.root={tmp_path}"])
+    run = Run.create(config, "r1")
+    run.store.write_parquet(trajectories_to_frame([trajectory], 0), *run.output_parts(0, "rollout"))
+    run.write_manifest(0, "rollout", rows=4, timings={"total_s": 1.0}, success_rate=1.0)
+    scores = [
+        ActionScore(a.id, "t1", a.agent, float(i * 3), f"why {i}", "rubric")
+        for i, a in enumerate(trajectory.actions)
+    ]
+    run.store.write_parquet(scores_to_frame(scores), *run.output_parts(0, "score"))
+    return run
+
+
+def test_iteration_rows_agent_stats_and_extremes(tmp_path, trajectory):
+    run = write_run(tmp_path, trajectory)
+    rows = inspect.iteration_rows(run)
+    assert rows == [
+        {"iteration": 0, "success_rate": 1.0, "actions": 4, "mean_score": 4.5, "finished stages": "rollout"}
+    ]
+    frame = inspect.scored_actions(run, 0)
+    stats = inspect.agent_stats(frame).set_index("agent")
+    assert stats.loc["executor", "actions"] == 2 and stats.loc["executor", "mean_score"] == 4.5
+    low, high = inspect.extreme_actions(frame, count=1)
+    assert low["action_id"].tolist() == ["t1/0"] and high["action_id"].tolist() == ["t1/3"]
+
+
+def test_cli_prints_a_trajectory_and_names_a_missing_one(tmp_path, trajectory, capsys):
+    write_run(tmp_path, trajectory)
+    assert main(["inspect", "r1", "--root", str(tmp_path), "--trajectory", "t1"]) == 0
+    out = capsys.readouterr().out
+    assert "What is 2+2?" in out and "tool: exit 1" in out and "why 2" in out
+    assert main(["inspect", "r1", "--root", str(tmp_path), "--trajectory", "t9"]) == 2
+    assert "no trajectory t9" in capsys.readouterr().out
+    assert main(["inspect", "r1", "--root", str(tmp_path), "--iteration", "0"]) == 0
