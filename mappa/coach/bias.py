@@ -54,3 +54,28 @@ def coach_bias_report(scores: Sequence[ActionScore], trajectories: Sequence[Traj
         "fallback_fraction": sum(s.parse_status == "fallback" for s in scores) / n if n else 0.0,
         "used_ground_truth_fraction": sum(s.used_ground_truth for s in scores) / n if n else 0.0,
     }
+
+
+def agreement_by_agent(
+    scores: Sequence[ActionScore], reference: Sequence[ActionScore]
+) -> dict[str, float | None]:
+    """Pearson correlation, per agent, between a coach's scores and a reference coach's (the rubric) on the
+    same actions; None where either side is constant (no correlation is defined)."""
+    ref = {s.action_id: s.score for s in reference}
+    pairs: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    for score in scores:
+        if score.action_id in ref:
+            pairs[score.agent].append((score.score, ref[score.action_id]))
+    return {agent: _pearson(values) for agent, values in sorted(pairs.items())}
+
+
+def _pearson(pairs: list[tuple[float, float]]) -> float | None:
+    if len(pairs) < 2:
+        return None
+    xs, ys = [p[0] for p in pairs], [p[1] for p in pairs]
+    mx, my = fmean(xs), fmean(ys)
+    sxx = sum((x - mx) ** 2 for x in xs)
+    syy = sum((y - my) ** 2 for y in ys)
+    if sxx == 0 or syy == 0:
+        return None
+    return sum((x - mx) * (y - my) for x, y in pairs) / (sxx * syy) ** 0.5

@@ -3,7 +3,8 @@
 Builds the configured coach (the local one answers through the run's `coach` Ray worker, greedy), scores
 every action, writes the scores and a manifest with the parse statistics and a bias report (mean score per
 agent and for correct vs incorrect trajectories: a coach whose scores do not track outcomes at all is
-visible here). Skipped when its manifest matches.
+visible here) and, for LLM coaches, their per-agent correlation with the rubric coach's scores on the same
+actions (`rubric_agreement`). Skipped when its manifest matches.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import time
 from collections import Counter
 from typing import Any
 
-from mappa.coach.bias import coach_bias_report
+from mappa.coach.bias import agreement_by_agent, coach_bias_report
 from mappa.coach.build import build_coach
 from mappa.coach.score import score_trajectories
 from mappa.envs.registry import get_env_spec
@@ -58,6 +59,11 @@ def score_stage(run: Run, iteration: int) -> dict[str, Any]:
     frame = scores_to_frame(scores)
     run.store.write_parquet(frame, *run.output_parts(iteration, "score"))
     status = Counter(s.parse_status for s in scores)
+    agreement = None
+    if config.coach.type != "rubric":  # how far an LLM coach agrees with the explicit rules, per agent
+        rubric = build_coach(config.coach.model_copy(update={"type": "rubric"}), None, config.env.type)
+        reference = asyncio.run(score_trajectories(rubric, trajectories, spec.roles, config.coach))
+        agreement = agreement_by_agent(scores, reference)
     return run.write_manifest(
         iteration,
         "score",
@@ -67,4 +73,5 @@ def score_stage(run: Run, iteration: int) -> dict[str, Any]:
         used_ground_truth=config.coach.use_ground_truth,
         parse_status=dict(status),
         bias=coach_bias_report(scores, trajectories),
+        rubric_agreement=agreement,
     )

@@ -397,3 +397,15 @@ def test_score_trajectories_and_bias_report():
     with pytest.raises(ValueError, match="trajectories not given"):
         coach_bias_report(scores, trajectories[:1])
     assert coach_bias_report([], [])["gap"] is None
+
+
+def test_agreement_by_agent_is_pearson_per_agent():
+    from mappa.coach.bias import agreement_by_agent
+    from mappa.core.types import ActionScore
+
+    def scores(values):
+        return [ActionScore(f"t/{i}", "t", agent, v, "", "m") for i, (agent, v) in enumerate(values)]
+
+    llm = scores([("a", 1.0), ("a", 2.0), ("a", 3.0), ("b", 5.0), ("b", 5.0)])
+    rubric = scores([("a", 3.0), ("a", 2.0), ("a", 1.0), ("b", 1.0), ("b", 9.0)])
+    assert agreement_by_agent(llm, rubric) == {"a": -1.0, "b": None}
