@@ -60,6 +60,8 @@ def cmd_resume(args: argparse.Namespace) -> int:
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
+    import pandas as pd
+
     from mappa.storage import inspect
     from mappa.storage.run import Run
 
@@ -74,14 +76,8 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         console.print(_frame_table("lowest scored actions", low[columns]))
         console.print(_frame_table("highest scored actions", high[columns]))
     else:
-        console.print(_frame_table(f"run {run.run_id}", pd_frame(inspect.iteration_rows(run))))
+        console.print(_frame_table(f"run {run.run_id}", pd.DataFrame(inspect.iteration_rows(run))))
     return 0
-
-
-def pd_frame(rows: list[dict[str, Any]]):
-    import pandas as pd
-
-    return pd.DataFrame(rows)
 
 
 def _frame_table(title: str, frame) -> Table:

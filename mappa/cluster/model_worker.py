@@ -57,8 +57,8 @@ class ModelWorker:
     ) -> None:
         torch.set_num_threads(torch_threads or os.cpu_count() or 1)
         self.name = name
-        self._init_args = (model, trainable, trainer, algo, seed)
-        self._load(model, trainable, trainer, algo, engine, seed)
+        self._init_args = (model, trainable, trainer, algo, engine, seed)
+        self._load(*self._init_args)
 
     def _load(self, model, trainable, trainer, algo, engine, seed) -> None:
         path = resolve_model(model)
@@ -72,13 +72,11 @@ class ModelWorker:
         self.engine = HFEngine(
             self.trainer.policy, self.tokenizer, engine_config.batch_size, engine_config.bf16_autocast
         )
-        self.engine_config = engine
         self.weights_iteration = 0  # finished updates whose weights this worker serves; -1: unsaved changes
 
     def reset(self) -> None:
         """Back to the base model with a fresh optimizer (iteration 0 after an interrupted update)."""
-        model, trainable, trainer, algo, seed = self._init_args
-        self._load(model, trainable, trainer, algo, self.engine_config, seed)
+        self._load(*self._init_args)
 
     def ready(self) -> dict[str, Any]:
         params = sum(p.numel() for p in self.trainer.policy.parameters())
