@@ -1,4 +1,4 @@
-"""The `mappa` command: train | resume | models.
+"""The `mappa` command: train | resume | inspect | evaluate | serve | models.
 
 `mappa train CONFIG --set k=v --run-id ID` validates the config before anything starts, runs the Prefect
 flow in this process (against PREFECT_API_URL when set, else Prefect's embedded server; Ray workers never
@@ -54,7 +54,9 @@ def cmd_train(args: argparse.Namespace) -> int:
 def cmd_resume(args: argparse.Namespace) -> int:
     from mappa.flows.train import train
 
-    overrides = [f"iterations={args.iterations}"] if args.iterations else []
+    overrides = list(args.set or [])
+    if args.iterations:
+        overrides.append(f"iterations={args.iterations}")
     print_summary(train(overrides=overrides, run_id=args.run_id, resume_root=args.root))
     return 0
 
@@ -66,7 +68,9 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     from mappa.storage.run import Run
 
     run = Run.open(args.root, args.run_id)
-    if args.trajectory:
+    if args.plot:
+        print_plot(run, args.plot)
+    elif args.trajectory:
         print_trajectory(inspect.find_trajectory(run, args.trajectory))
     elif args.iteration is not None:
         frame = inspect.scored_actions(run, args.iteration)
@@ -78,6 +82,19 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     else:
         console.print(_frame_table(f"run {run.run_id}", pd.DataFrame(inspect.iteration_rows(run))))
     return 0
+
+
+def print_plot(run, path: str) -> None:
+    """The training curves of every finished iteration as a PNG at `path` (a local file)."""
+    from pathlib import Path
+
+    from mappa.storage.curves import plot_curves, run_curves
+
+    frame = run_curves(run)  # a ValueError names the run when no iteration has finished
+    target = Path(path).expanduser()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    plot_curves(frame, target, title=f"run {run.run_id}")
+    console.print(f"curves of {frame['iteration'].nunique()} iteration(s): {target.resolve()}", markup=False)
 
 
 def _frame_table(title: str, frame) -> Table:
@@ -107,6 +124,47 @@ def print_trajectory(frame) -> None:
             status = f"tool: exit {result.exit_code}, timed out {result.timed_out}"
             console.print(f"{status}\n{result.stdout}{result.stderr}", markup=False)
         console.print(f"coach: {row['rationale']}", markup=False)
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    from mappa.envs.evaluate_stage import check_evaluable, evaluation_rows, last_trained_iteration
+    from mappa.storage.run import Run
+
+    run = Run.open(args.root, args.run_id)  # fails fast, before Ray or Prefect start
+    iteration = last_trained_iteration(run) if args.iteration is None else args.iteration
+    check_evaluable(run, iteration)
+    from mappa.flows.evaluate import evaluate
+
+    manifest = evaluate(run_id=args.run_id, root=args.root, iteration=iteration)
+    print_evaluation(manifest, evaluation_rows(run, manifest["iteration"]))
+    return 0
+
+
+def print_evaluation(manifest: dict[str, Any], rows: list[dict[str, Any]]) -> None:
+    from rich.markup import escape
+
+    table = Table(title=f"evaluation of {manifest['label']} on {manifest['eval_data']}")
+    for column in ("problem", "gold", "answer", "correct"):
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        answer = row["final_answer"] if isinstance(row["final_answer"], str) else "-"
+        cells = (row["question"], row["gold_answer"], answer, "yes" if row["correct"] else "no")
+        table.add_row(*(escape(str(c)) for c in cells))
+    console.print(table)
+    console.print(
+        f"success rate {manifest['success_rate']:.0%} ({manifest['correct']}/{manifest['problems']})"
+        f"{' (already evaluated)' if manifest.get('skipped') else ''}; results: {manifest['output']}"
+    )
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from mappa.flows.deployments import serve_deployments
+
+    console.print(
+        "[bold]mappa serve[/bold]: deployments mappa-train/mappa-train, mappa-evaluate/mappa-evaluate"
+    )
+    serve_deployments(cron=args.cron, limit=args.limit)
+    return 0
 
 
 def cmd_models(args: argparse.Namespace) -> int:
@@ -161,15 +219,38 @@ def build_parser() -> argparse.ArgumentParser:
     resume.add_argument("run_id")
     resume.add_argument("--root", default="runs", help="the run's storage root (default: runs)")
     resume.add_argument("--iterations", type=int, help="extend the run to this many iterations")
+    resume.add_argument(
+        "--set",
+        action="append",
+        metavar="KEY=VALUE",
+        help="change how the run executes, e.g. coach.base_url=... or retries.score=5 (settings that change "
+        "results are refused: the run was started with them)",
+    )
     resume.set_defaults(func=cmd_resume)
-    inspect = sub.add_parser("inspect", help="show a run's iterations, agents' scores, or one trajectory")
+    inspect = sub.add_parser("inspect", help="show a run's iterations, agent scores, a trajectory or curves")
     inspect.add_argument("run_id")
     inspect.add_argument("--root", default="runs", help="the run's storage root (default: runs)")
     inspect.add_argument(
         "--iteration", type=int, help="per-agent stats and the lowest/highest scored actions"
     )
     inspect.add_argument("--trajectory", help="one trajectory, action by action, with scores and tool output")
+    inspect.add_argument(
+        "--plot", metavar="FILE", help="write score, KL, loss and success-rate curves as a PNG to FILE"
+    )
     inspect.set_defaults(func=cmd_inspect)
+    evaluate = sub.add_parser("evaluate", help="evaluate a run's checkpoint on held-out problems, greedily")
+    evaluate.add_argument("run_id")
+    evaluate.add_argument("--root", default="runs", help="the run's storage root (default: runs)")
+    evaluate.add_argument(
+        "--iteration", type=int, help="checkpoint to evaluate (default: the last finished; -1: base model)"
+    )
+    evaluate.set_defaults(func=cmd_evaluate)
+    serve = sub.add_parser(
+        "serve", help="serve the train and evaluate deployments to the Prefect server (no work pool needed)"
+    )
+    serve.add_argument("--cron", help='schedule for mappa-train, e.g. "0 2 * * *"')
+    serve.add_argument("--limit", type=int, help="most flow runs at once")
+    serve.set_defaults(func=cmd_serve)
     models = sub.add_parser("models", help="prepare local models")
     models_sub = models.add_subparsers(dest="models_command", required=True)
     prepare = models_sub.add_parser("prepare", help="convert a known model (smollm2) into a local HF folder")

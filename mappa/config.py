@@ -122,6 +122,8 @@ class TrainerConfig(_Section):
 
     type: Literal["torch"] = "torch"
     lr: float = Field(1e-5, gt=0)
+    warmup_steps: int = Field(0, ge=0)
+    """Optimizer steps of linear learning-rate warmup from 0 to `lr` (then constant)."""
     weight_decay: float = Field(0.0, ge=0)
     grad_clip: float = Field(1.0, gt=0)
     micro_batch_size: int = Field(4, ge=1)
@@ -168,6 +170,32 @@ class ClusterConfig(_Section):
     """Threads per model actor; default: the machine's cores."""
 
 
+class RetryConfig(_Section):
+    """Prefect task retries per stage, with exponential backoff: attempt k waits `delay_s * 2**k` seconds.
+
+    A retried stage resumes from its artifacts (the update stage keeps finished agents, the score stage
+    its cached coach answers), so a retry costs only the unfinished part."""
+
+    rollout: int = Field(0, ge=0)
+    score: int = Field(3, ge=0)
+    """The coach is the stage most likely to meet a passing outage (rate limits, a restarting server)."""
+    advantages: int = Field(0, ge=0)
+    update: int = Field(1, ge=0)
+    report: int = Field(1, ge=0)
+    delay_s: float = Field(10.0, ge=0)
+
+    def delays(self, stage: str) -> list[float]:
+        return [self.delay_s * 2**k for k in range(getattr(self, stage))]
+
+
+# Settings that change how a run is executed, not what it computes: left out of the config hash, so a run
+# can move to another root, cluster or coach endpoint, get more iterations or retries, and keep its work.
+OPERATIONAL_FIELDS = {
+    "": ("storage", "iterations", "cluster", "retries"),
+    "coach": ("base_url", "api_key_env", "max_concurrency", "max_retries", "timeout_s"),
+}
+
+
 class RunConfig(_Section):
     """A whole run."""
 
@@ -184,6 +212,7 @@ class RunConfig(_Section):
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
     storage: StorageConfig = Field(default_factory=StorageConfig)
     cluster: ClusterConfig = Field(default_factory=ClusterConfig)
+    retries: RetryConfig = Field(default_factory=RetryConfig)
 
     @field_validator("agents")
     @classmethod
@@ -205,11 +234,12 @@ class RunConfig(_Section):
         return self
 
     def config_hash(self) -> str:
-        """A short stable hash of what decides a run's results: storage.root and iterations excluded, so a
-        run can move or be extended without redoing its finished stages."""
+        """A short stable hash of what decides a run's results (`OPERATIONAL_FIELDS` excluded), so a run
+        can move or be extended without redoing its finished stages."""
         data = self.model_dump(mode="json")
-        data["storage"] = {}
-        data["iterations"] = None
+        for section, names in OPERATIONAL_FIELDS.items():
+            for name in names:
+                (data[section] if section else data).pop(name)
         blob = json.dumps(data, sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()[:16]
 

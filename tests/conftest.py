@@ -89,3 +89,59 @@ def trajectory():
         Action("t1", "p1", "verifier", 3, 0, "o4", "p4", "no box", (1,), (7,), (-0.1,)),
     )
     return Trajectory("t1", problem, actions, "4", True)
+
+
+# Coach scores per iteration and agent of `synthetic_run` (the verifier is frozen: scored, never trained).
+SYNTHETIC_RUN_SCORES = {
+    0: {"solver": [2.0, 4.0], "executor": [6.0, 8.0, 10.0], "verifier": [5.0]},
+    1: {"solver": [4.0, 6.0], "executor": [8.0, 8.0, 8.0], "verifier": [7.0]},
+}
+
+
+def _synthetic_run_metrics(iteration: int) -> dict[str, dict[str, float]]:
+    """The trainer metrics `synthetic_run` records for the solver (k=0) and the executor (k=1)."""
+    return {
+        agent: {
+            "loss": 0.5 - 0.1 * iteration + k,
+            "kl": 0.001 * (iteration + 1),
+            "clip_fraction": 0.1,
+            "approx_kl": 0.002,
+            "grad_norm": 1.5,
+            "tokens_per_s": 100.0 * (k + 1),
+            "mean_score": 0.0,
+        }
+        for k, agent in enumerate(("solver", "executor"))
+    }
+
+
+@pytest.fixture
+def synthetic_run(tmp_path):
+    """A run folder written by hand (no model): iterations 0 and 1 finished, every stage with its manifest
+    (success rate 0.25 and 0.5), iteration 2 rolled out only. Run id `synthetic_run.1`."""
+    import pandas as pd
+
+    from mappa.config import load_config
+    from mappa.storage.run import Run
+
+    config = load_config("configs/mathchat-cpu.yaml", [f"storage.root={tmp_path / 'runs'}"])
+    run = Run.create(config, "synthetic_run.1")
+    for iteration, by_agent in SYNTHETIC_RUN_SCORES.items():
+        frame = pd.DataFrame(
+            {"action_id": f"t{iteration}/{agent}/{i}", "agent": agent, "score": score, "rationale": "r"}
+            for agent, scores in by_agent.items()
+            for i, score in enumerate(scores)
+        ).assign(trajectory_id=f"t{iteration}", parse_status="ok")
+        for stage in ("rollout", "score", "advantages"):
+            run.store.write_parquet(frame, *run.output_parts(iteration, stage))
+        times = {"total_s": 10.0 + iteration}
+        run.write_manifest(
+            iteration, "rollout", 6, times, trajectories=4, success_rate=0.25 * (iteration + 1)
+        )
+        score = {"coach_model": "rubric", "parse_status": {"ok": 5, "fallback": 1}, "bias": {"gap": 1.5}}
+        run.write_manifest(iteration, "score", 6, {"total_s": 2.0}, **score, rubric_agreement={"solver": 0.5})
+        run.write_manifest(iteration, "advantages", 6, {"total_s": 3.0})
+        run.store.write_json(_synthetic_run_metrics(iteration), *run.output_parts(iteration, "update"))
+        run.write_manifest(iteration, "update", 2, {"total_s": 4.0}, agents=_synthetic_run_metrics(iteration))
+    run.store.write_parquet(frame, *run.output_parts(2, "rollout"))
+    run.write_manifest(2, "rollout", 6, {"total_s": 1.0}, success_rate=1.0)
+    return run

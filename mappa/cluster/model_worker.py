@@ -123,12 +123,15 @@ class ModelWorker:
         release_freed_memory()
         return metrics
 
-    def save_checkpoint(self, root: str, parts: list[str], iteration: int) -> str:
-        """Write weights, optimizer and RNG state under the store; marks this worker at `iteration + 1`."""
+    def save_checkpoint(
+        self, root: str, parts: list[str], iteration: int, position: dict[str, Any] | None = None
+    ) -> str:
+        """Write weights, optimizer, LR schedule and RNG state under the store, with the data `position`;
+        marks this worker at `iteration + 1`."""
         self.weights_iteration = iteration + 1
         store = ArtifactStore(root)
         with tempfile.TemporaryDirectory(prefix="mappa-ckpt-") as tmp:
-            self.trainer.save_checkpoint(Path(tmp), extra={"iteration": iteration})
+            self.trainer.save_checkpoint(Path(tmp), extra={"iteration": iteration, **(position or {})})
             self.tokenizer.save_pretrained(tmp)
             return store.put_folder(Path(tmp), *parts)
 

@@ -1,8 +1,10 @@
 """Ray: start a local cluster or join one, and hold one named, long-lived worker per agent (and coach).
 
-Workers are named `mappa-<run id>-<agent>` and fetched with `get_if_exists`, so every Prefect task of a
-run talks to the same actors instead of reloading models. When a worker is (re)created for an iteration
-after the first (a resumed run, a lost node) it loads the agent's last checkpoint before it serves.
+Workers are named `mappa-<run id>-<agent>`, detached and fetched with `get_if_exists`, so every Prefect task
+of a run talks to the same actors instead of reloading models (a non-detached actor dies with its last
+handle, i.e. at the end of every stage); `release_workers` ends them, and so does a local cluster's
+shutdown. When a worker is (re)created for an iteration after the first (a resumed run, a lost node) it
+loads the agent's last checkpoint before it serves.
 
 A local cluster is started when neither `cluster.address` nor RAY_ADDRESS names one; workers then ask for
 no CPUs of their own, since the stages call them one at a time and they share the machine's cores.
@@ -21,6 +23,7 @@ from mappa.config import RunConfig
 from mappa.storage.run import Run
 
 COACH = "coach"
+NAMESPACE = "mappa"  # detached workers are found again by name only within one namespace
 
 
 def ensure_ray(config: RunConfig) -> None:
@@ -30,11 +33,12 @@ def ensure_ray(config: RunConfig) -> None:
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     address = config.cluster.address or os.environ.get("RAY_ADDRESS")
     if address:
-        ray.init(address=address, ignore_reinit_error=True, log_to_driver=False)
+        ray.init(address=address, namespace=NAMESPACE, ignore_reinit_error=True, log_to_driver=False)
         return
     ray.init(
         num_cpus=config.cluster.num_cpus or os.cpu_count(),
         include_dashboard=False,
+        namespace=NAMESPACE,
         ignore_reinit_error=True,
         log_to_driver=False,
         _temp_dir=os.environ.get("MAPPA_RAY_TMP", os.path.join(tempfile.gettempdir(), "mappa-ray")),
@@ -46,6 +50,7 @@ def _worker(run: Run, name: str, model: str, trainable: bool) -> Any:
     actor = ray.remote(ModelWorker).options(
         name=f"mappa-{run.run_id}-{name}",
         get_if_exists=True,
+        lifetime="detached",
         num_cpus=0,
         max_concurrency=1,
     )

@@ -6,14 +6,20 @@ A coach turns `CoachRequest`s into `ActionScore`s, one per request and in the sa
 records `fallback_score` with parse_status `fallback` (`retried` when the second answer parsed). Backends
 only implement `_chat_batch`: answer a list of chats.
 
-Not covered here: transport (HTTP retries live in `mappa.coach.openai`), caching, prompt rendering.
+With an `AnswerCache` (`mappa.coach.cache`), every chat is looked up first and only the missing ones are
+sent; each new answer is stored as soon as the backend has it (`on_answer`), so an interrupted stage
+loses no paid answer.
+
+Not covered here: transport (HTTP retries live in `mappa.coach.openai`), prompt rendering.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from typing import Protocol
 
+from mappa.coach.cache import AnswerCache
 from mappa.coach.parse import parse_score
 from mappa.coach.prompt import CoachRequest
 from mappa.core.types import ActionScore
@@ -51,6 +57,9 @@ def reask_messages(messages: list[dict[str, str]], bad_answer: str) -> list[dict
     return [*messages, *correction]
 
 
+OnAnswer = Callable[[int, str], None]
+
+
 class LLMCoach(ABC):
     """An LLM-backed coach: subclasses answer a batch of chats; parsing, re-ask and fallback live here."""
 
@@ -62,21 +71,41 @@ class LLMCoach(ABC):
         self.model_name = model_name
         self.fallback_score = fallback_score
         self.max_rationale_chars = max_rationale_chars
+        self.cache: AnswerCache | None = None
 
     @abstractmethod
-    async def _chat_batch(self, chats: list[list[dict[str, str]]]) -> list[str]:
-        """One answer text per chat, in order."""
+    async def _chat_batch(
+        self, chats: list[list[dict[str, str]]], on_answer: OnAnswer | None = None
+    ) -> list[str]:
+        """One answer text per chat, in order; may call `on_answer(index, text)` as each answer arrives."""
 
-    async def _answers(self, chats: list[list[dict[str, str]]]) -> list[str]:
-        answers = await self._chat_batch(chats)
-        if len(answers) != len(chats):
-            raise CoachError(f"coach {self.model_name} gave {len(answers)} answers for {len(chats)} chats")
+    async def _answers(self, chats: list[list[dict[str, str]]], versions: list[str]) -> list[str]:
+        """Answers for `chats` (rendered with template `versions`): cached ones read back, the rest asked."""
+        cache = self.cache
+        answers = [cache.get(v, c) if cache else None for c, v in zip(chats, versions)]
+        missing = [i for i, answer in enumerate(answers) if answer is None]
+        if not missing:
+            return [a or "" for a in answers]
+        stored: set[int] = set()
+
+        def on_answer(index: int, text: str) -> None:
+            if cache is not None and index not in stored:
+                cache.put(versions[missing[index]], chats[missing[index]], text or "")
+                stored.add(index)
+
+        fresh = await self._chat_batch([chats[i] for i in missing], on_answer)
+        if len(fresh) != len(missing):
+            raise CoachError(f"coach {self.model_name} gave {len(fresh)} answers for {len(missing)} chats")
+        for index, (i, text) in enumerate(zip(missing, fresh)):
+            on_answer(index, text)  # backends that answer a whole batch at once are stored here
+            answers[i] = text
         return [a or "" for a in answers]
 
     async def score(self, requests: list[CoachRequest]) -> list[ActionScore]:
         if not requests:
             return []
-        first = await self._answers([r.messages for r in requests])
+        versions = [r.template_version for r in requests]
+        first = await self._answers([r.messages for r in requests], versions)
         scores: list[ActionScore | None] = [None] * len(requests)
         bad: list[int] = []
         for i, (request, answer) in enumerate(zip(requests, first, strict=True)):
@@ -86,7 +115,8 @@ class LLMCoach(ABC):
             else:
                 scores[i] = self._make(request, value, answer, "ok")
         if bad:
-            second = await self._answers([reask_messages(requests[i].messages, first[i]) for i in bad])
+            reasks = [reask_messages(requests[i].messages, first[i]) for i in bad]
+            second = await self._answers(reasks, [versions[i] for i in bad])
             for i, answer in zip(bad, second, strict=True):
                 value = parse_score(answer)
                 if value is None:

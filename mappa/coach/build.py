@@ -13,7 +13,8 @@ import ipaddress
 import os
 from urllib.parse import urlparse
 
-from mappa.coach.base import Coach
+from mappa.coach.base import Coach, LLMCoach
+from mappa.coach.cache import AnswerCache
 from mappa.coach.expected import ExpectedScoreCoach, LogprobFn
 from mappa.coach.local import ChatFn, LocalCoach
 from mappa.coach.openai import OpenAICoach
@@ -26,8 +27,27 @@ def build_coach(
     chat_fn: ChatFn | None = None,
     env_type: str = "mathchat",
     logprob_fn: LogprobFn | None = None,
+    cache: AnswerCache | None = None,
 ) -> Coach:
-    """The coach `config.type` names; `env_type` picks the rubric's rule set."""
+    """The coach `config.type` names; `env_type` picks the rubric's rule set; LLM coaches answer from `cache`
+    first and store their new answers in it."""
+    coach = _build(config, chat_fn, env_type, logprob_fn)
+    if isinstance(coach, LLMCoach):
+        coach.cache = cache
+    return coach
+
+
+def cache_settings(config: CoachConfig) -> dict[str, object]:
+    """What besides the chat shapes a coach's answer: part of every cache key."""
+    return {
+        "type": config.type,
+        "scoring": config.scoring,
+        "temperature": config.temperature,
+        "max_new_tokens": config.max_new_tokens,
+    }
+
+
+def _build(config: CoachConfig, chat_fn: ChatFn | None, env_type: str, logprob_fn: LogprobFn | None) -> Coach:
     if config.type == "rubric":
         return RubricCoach(config.use_ground_truth, env_type)
     if config.type == "local" and config.scoring == "expected":

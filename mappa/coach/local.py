@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
-from mappa.coach.base import LLMCoach
+from mappa.coach.base import LLMCoach, OnAnswer
 
 ChatFn = Callable[[list[list[dict[str, str]]]], Awaitable[list[str]]]
 
@@ -25,5 +25,7 @@ class LocalCoach(LLMCoach):
         super().__init__(model_name, fallback_score, max_rationale_chars)
         self._chat_fn = chat_fn
 
-    async def _chat_batch(self, chats: list[list[dict[str, str]]]) -> list[str]:
-        return list(await self._chat_fn(chats))
+    async def _chat_batch(
+        self, chats: list[list[dict[str, str]]], on_answer: OnAnswer | None = None
+    ) -> list[str]:
+        return list(await self._chat_fn(chats))  # one engine call: the caller stores the batch

@@ -17,7 +17,7 @@ import random
 
 import httpx
 
-from mappa.coach.base import CoachError, CoachUnavailableError, LLMCoach
+from mappa.coach.base import CoachError, CoachUnavailableError, LLMCoach, OnAnswer
 from mappa.config import CoachConfig
 
 _RETRY_STATUS = frozenset({408, 429}) | frozenset(range(500, 600))
@@ -42,18 +42,23 @@ class OpenAICoach(LLMCoach):
     def __repr__(self) -> str:
         return f"OpenAICoach(model={self.model_name!r}, url={self.url!r})"
 
-    async def _chat_batch(self, chats: list[list[dict[str, str]]]) -> list[str]:
+    async def _chat_batch(
+        self, chats: list[list[dict[str, str]]], on_answer: OnAnswer | None = None
+    ) -> list[str]:
         # A client per batch: httpx clients are bound to the event loop that created them.
         semaphore = asyncio.Semaphore(self.config.max_concurrency)
         limits = httpx.Limits(max_connections=self.config.max_concurrency)
         headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
         async with httpx.AsyncClient(timeout=self.config.timeout_s, limits=limits, headers=headers) as client:
 
-            async def one(messages: list[dict[str, str]]) -> str:
+            async def one(index: int, messages: list[dict[str, str]]) -> str:
                 async with semaphore:
-                    return await self._post_with_retries(client, messages)
+                    answer = await self._post_with_retries(client, messages)
+                    if on_answer is not None:
+                        on_answer(index, answer)  # stored before the next request starts
+                    return answer
 
-            return list(await asyncio.gather(*(one(chat) for chat in chats)))
+            return list(await asyncio.gather(*(one(i, chat) for i, chat in enumerate(chats))))
 
     async def _post_with_retries(self, client: httpx.AsyncClient, messages: list[dict[str, str]]) -> str:
         payload = {

@@ -4,7 +4,9 @@ Builds the configured coach (the local one answers through the run's `coach` Ray
 every action, writes the scores and a manifest with the parse statistics and a bias report (mean score per
 agent and for correct vs incorrect trajectories: a coach whose scores do not track outcomes at all is
 visible here) and, for LLM coaches, their per-agent correlation with the rubric coach's scores on the same
-actions (`rubric_agreement`). Skipped when its manifest matches.
+actions (`rubric_agreement`). LLM coach answers go through the run's `AnswerCache`: a repeated or resumed
+stage asks only for what it has no answer to (`coach_cache` in the manifest counts hits and new answers).
+Skipped when its manifest matches.
 """
 
 from __future__ import annotations
@@ -15,7 +17,8 @@ from collections import Counter
 from typing import Any
 
 from mappa.coach.bias import agreement_by_agent, coach_bias_report
-from mappa.coach.build import build_coach
+from mappa.coach.build import build_coach, cache_settings
+from mappa.coach.cache import AnswerCache
 from mappa.coach.score import score_trajectories
 from mappa.envs.registry import get_env_spec
 from mappa.storage.frames import frame_to_trajectories, scores_to_frame
@@ -47,13 +50,17 @@ def local_coach_fns(run: Run):
 
 
 def score_stage(run: Run, iteration: int) -> dict[str, Any]:
-    if run.stage_complete(iteration, "score"):
-        return {**run.read_manifest(iteration, "score"), "skipped": True}
+    """The score stage of `iteration`, skipped when its manifest matches."""
+    return run.execute_stage(iteration, "score", lambda: _score_iteration(run, iteration))
+
+
+def _score_iteration(run: Run, iteration: int) -> dict[str, Any]:
     started = time.perf_counter()
     config = run.config
     trajectories = frame_to_trajectories(run.store.read_parquet(*run.output_parts(iteration, "rollout")))
     chat_fn, logprob_fn = local_coach_fns(run) if config.coach.type == "local" else (None, None)
-    coach = build_coach(config.coach, chat_fn, config.env.type, logprob_fn)
+    cache = AnswerCache(run.store, run.run_id, config.coach.model, cache_settings(config.coach))
+    coach = build_coach(config.coach, chat_fn, config.env.type, logprob_fn, cache)
     spec = get_env_spec(config.env.type)
     scores = asyncio.run(score_trajectories(coach, trajectories, spec.roles, config.coach))
     frame = scores_to_frame(scores)
@@ -74,4 +81,5 @@ def score_stage(run: Run, iteration: int) -> dict[str, Any]:
         parse_status=dict(status),
         bias=coach_bias_report(scores, trajectories),
         rubric_agreement=agreement,
+        coach_cache=cache.stats(),
     )

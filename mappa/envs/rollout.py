@@ -86,8 +86,11 @@ def roll_out(
 
 
 def rollout_stage(run: Run, iteration: int) -> dict[str, Any]:
-    if run.stage_complete(iteration, "rollout"):
-        return {**run.read_manifest(iteration, "rollout"), "skipped": True}
+    """The rollout stage of `iteration`, skipped when its manifest matches."""
+    return run.execute_stage(iteration, "rollout", lambda: _roll_out_iteration(run, iteration))
+
+
+def _roll_out_iteration(run: Run, iteration: int) -> dict[str, Any]:
     started = time.perf_counter()
     config = run.config
     train = load_env_problems(config.env.train_data)

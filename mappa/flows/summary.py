@@ -23,6 +23,11 @@ def describe_stage(stage: str, iteration: int, manifest: dict[str, Any]) -> str:
     elif stage == "advantages":
         kl = ", ".join(f"{a} {v:.4f}" for a, v in manifest.get("mean_kl", {}).items())
         detail = f"{manifest['rows']} experiences, KL {kl}"
+    elif stage == "evaluate":
+        detail = (
+            f"{manifest['label']}: {manifest['correct']}/{manifest['problems']} held-out problems correct "
+            f"({manifest['success_rate']:.0%})"
+        )
     else:
         detail = ", ".join(
             f"{a}: loss {m['loss']:.4f} score {m['mean_score']:.2f}"

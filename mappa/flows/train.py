@@ -16,9 +16,7 @@ from mappa.cluster.ray_cluster import COACH, release_workers
 from mappa.config import apply_overrides, load_config, validate_config
 from mappa.flows.summary import describe_stage, run_summary
 from mappa.storage.run import Run
-from mappa.tasks.stages import advantages, rollout, score, update
-
-STAGES = (rollout, score, advantages, update)
+from mappa.tasks.stages import STAGES, configure_stage, report
 
 
 @flow(name="mappa-train", log_prints=True)
@@ -45,11 +43,14 @@ def train(
     logger = get_run_logger()
     logger.info("run %s -> %s", run.run_id, run.store.url(run.run_id))
     root = config.storage.root
+    stages = [configure_stage(stage, config) for stage in STAGES]
+    publish = configure_stage(report, config)
     try:
         for iteration in range(config.iterations):
-            for stage in STAGES:
+            for stage in stages:
                 manifest = stage(root, run.run_id, iteration)
                 logger.info(describe_stage(stage.name, iteration, manifest))
+            publish(root, run.run_id, iteration)
     finally:
         release_workers(run.run_id, [*config.agents, COACH])
     return run_summary(run)

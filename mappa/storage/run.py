@@ -4,15 +4,21 @@
     {root}/{run_id}/iter-0003/{rollout,score,advantages,update}/...   one folder per stage
     {root}/{run_id}/iter-0003/<stage>/_manifest.json                   written last: the stage is complete
     {root}/{run_id}/checkpoints/{agent}/iter-0003/                     weights, optimizer state, RNG
+    {root}/{run_id}/events/<time>-iter-0003-<stage>-<kind>.json          every start, finish and skip
 
 A stage is complete when its manifest exists and matches the config hash, the code version and the hashes
-of its inputs; a complete stage is skipped on a re-run. Not covered: the Prefect side of caching.
+of its inputs; a complete stage is skipped on a re-run (`execute_stage`). The events are the run's history:
+which stage ran when, on which host and process, and how often (a killed stage shows a `started` without
+its `finished`). Not covered: the Prefect side of caching (mappa.tasks.stages keys it on the same manifest).
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
+import socket
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -143,6 +149,39 @@ class Run:
 
     def read_manifest(self, iteration: int, stage: str) -> dict[str, Any]:
         return self.store.read_json(*self.parts(iteration, stage, "_manifest.json"))
+
+    def execute_stage(self, iteration: int, stage: str, body: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+        """Run `body` (which writes the stage's outputs and manifest) unless the stage is complete."""
+        if self.stage_complete(iteration, stage):
+            self.record_event(iteration, stage, "skipped")
+            return {**self.read_manifest(iteration, stage), "skipped": True}
+        self.record_event(iteration, stage, "started")
+        started = time.perf_counter()
+        manifest = body()
+        self.record_event(iteration, stage, "finished", seconds=round(time.perf_counter() - started, 3))
+        return manifest
+
+    def record_event(self, iteration: int, stage: str, kind: str, **info: Any) -> None:
+        """One small file per event: appends are not atomic on object stores, new objects are."""
+        now = time.time_ns()
+        event = {
+            "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now / 1e9)),
+            "iteration": iteration,
+            "stage": stage,
+            "kind": kind,
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+            **info,
+        }
+        name = f"{now:020d}-{iteration_name(iteration)}-{stage}-{kind}.json"
+        self.store.write_json(event, self.run_id, "events", name)
+
+    def events(self) -> list[dict[str, Any]]:
+        """The run's events, oldest first."""
+        return [
+            self.store.read_json(self.run_id, "events", name)
+            for name in self.store.list(self.run_id, "events")
+        ]
 
     def completed_iterations(self) -> int:
         """How many leading iterations have a complete update stage."""

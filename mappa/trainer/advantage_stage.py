@@ -91,8 +91,11 @@ def compute_experiences(frame: pd.DataFrame, old: list, ref: list, run: Run) -> 
 
 
 def advantages_stage(run: Run, iteration: int) -> dict[str, Any]:
-    if run.stage_complete(iteration, "advantages"):
-        return {**run.read_manifest(iteration, "advantages"), "skipped": True}
+    """The advantages stage of `iteration`, skipped when its manifest matches."""
+    return run.execute_stage(iteration, "advantages", lambda: _compute_iteration_advantages(run, iteration))
+
+
+def _compute_iteration_advantages(run: Run, iteration: int) -> dict[str, Any]:
     started = time.perf_counter()
     actions = run.store.read_parquet(*run.output_parts(iteration, "rollout"))
     scores = run.store.read_parquet(*run.output_parts(iteration, "score"))

@@ -58,11 +58,16 @@ class TorchTrainer:
         self.policy: PreTrainedModel = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32)
         self.reference: PreTrainedModel | None = None
         self.optimizer: torch.optim.Optimizer | None = None
+        self.scheduler: torch.optim.lr_scheduler.LRScheduler | None = None
         self.steps = 0
         if trainable:
             self.reference = copy.deepcopy(self.policy).eval().requires_grad_(False)
             self.optimizer = torch.optim.AdamW(
                 self.policy.parameters(), lr=trainer.lr, weight_decay=trainer.weight_decay
+            )
+            warmup = trainer.warmup_steps
+            self.scheduler = torch.optim.lr_scheduler.LambdaLR(
+                self.optimizer, lambda step: min(1.0, (step + 1) / warmup) if warmup else 1.0
             )
         else:
             self.policy.requires_grad_(False)
@@ -136,6 +141,8 @@ class TorchTrainer:
             kl_sum += out.approx_kl.item() * share
         grad_norm = torch.nn.utils.clip_grad_norm_(self.policy.parameters(), self.config.grad_clip)
         self.optimizer.step()
+        if self.scheduler is not None:
+            self.scheduler.step()
         return {
             "loss": loss_sum,
             "clip_fraction": clip_sum,
@@ -150,11 +157,13 @@ class TorchTrainer:
         return contextlib.nullcontext()
 
     def save_checkpoint(self, folder: Path, extra: dict[str, Any] | None = None) -> None:
-        """Weights as safetensors (loadable by `from_pretrained`) plus optimizer and RNG state for resume."""
+        """Weights as safetensors (loadable by `from_pretrained`) plus optimizer, LR schedule and RNG state
+        for resume; `extra` carries the caller's position (iteration, problems drawn)."""
         folder.mkdir(parents=True, exist_ok=True)
         self.policy.save_pretrained(folder, safe_serialization=True)
         state = {
             "optimizer": self.optimizer.state_dict() if self.optimizer else None,
+            "scheduler": self.scheduler.state_dict() if self.scheduler else None,
             "steps": self.steps,
             "torch_rng": torch.get_rng_state(),
             "python_rng": random.getstate(),
@@ -169,6 +178,8 @@ class TorchTrainer:
         state = torch.load(folder / "trainer_state.pt", weights_only=False)
         if self.optimizer is not None and state["optimizer"] is not None:
             self.optimizer.load_state_dict(state["optimizer"])
+        if self.scheduler is not None and state.get("scheduler") is not None:
+            self.scheduler.load_state_dict(state["scheduler"])
         self.steps = state["steps"]
         torch.set_rng_state(state["torch_rng"])
         random.setstate(state["python_rng"])

@@ -42,11 +42,9 @@ def update_agent(run: Run, iteration: int, agent: str, worker: Any, experiences)
     rows = experiences[experiences["agent"] == agent]
     samples = [train_sample(row) for row in rows.to_dict("records")]
     metrics = ray.get(worker.train.remote(samples, run.config.seed * 7919 + iteration))
-    ray.get(
-        worker.save_checkpoint.remote(
-            run.config.storage.root, list(run.checkpoint_parts(agent, iteration)), iteration
-        )
-    )
+    position = {"problems_drawn": (iteration + 1) * run.config.rollout.problems_per_iteration}
+    parts = list(run.checkpoint_parts(agent, iteration))
+    ray.get(worker.save_checkpoint.remote(run.config.storage.root, parts, iteration, position))
     kl_tokens = [x for r in rows["kl"] for x in r]
     metrics.update(
         kl=float(sum(kl_tokens) / max(len(kl_tokens), 1)),
@@ -55,12 +53,16 @@ def update_agent(run: Run, iteration: int, agent: str, worker: Any, experiences)
         checkpoint=run.store.url(*run.checkpoint_parts(agent, iteration)),
     )
     run.store.write_json(metrics, *done)
+    run.record_event(iteration, "update", "agent-finished", agent=agent)
     return metrics
 
 
 def update_stage(run: Run, iteration: int) -> dict[str, Any]:
-    if run.stage_complete(iteration, "update"):
-        return {**run.read_manifest(iteration, "update"), "skipped": True}
+    """The update stage of `iteration`, skipped when its manifest matches."""
+    return run.execute_stage(iteration, "update", lambda: _update_agents(run, iteration))
+
+
+def _update_agents(run: Run, iteration: int) -> dict[str, Any]:
     started = time.perf_counter()
     experiences = run.store.read_parquet(*run.output_parts(iteration, "advantages"))
     workers = agent_workers(run, iteration)

@@ -20,7 +20,24 @@ def ray_local():
     import ray
 
     temp = tempfile.mkdtemp(prefix="ray-", dir="/tmp")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, _temp_dir=temp)
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, namespace="mappa", _temp_dir=temp)
     yield
     ray.shutdown()
     shutil.rmtree(temp, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def prefect_api_url(prefect_harness) -> str:
+    """The harness server's URL, for `mappa` child processes (PREFECT_API_URL)."""
+    from prefect.settings import PREFECT_API_URL
+
+    return PREFECT_API_URL.value()
+
+
+@pytest.fixture
+def coach_server():
+    """A scripted OpenAI-compatible coach endpoint on loopback that counts requests per chat."""
+    from openai_test_server import CoachServer
+
+    with CoachServer() as server:
+        yield server

@@ -1,0 +1,177 @@
+"""The evaluate stage: a run's agents, with one checkpoint's weights, on held-out problems, greedily.
+
+    {root}/{run_id}/iter-0003/evaluate/results.parquet       one row per problem: answer, correct, seconds
+    {root}/{run_id}/iter-0003/evaluate/trajectories.parquet  one row per action, as the rollout stage's
+    {root}/{run_id}/iter-0003/evaluate/_manifest.json        success rate, problems, timings; written last
+    {root}/{run_id}/base/evaluate/...                        the same for the base model (iteration -1)
+
+`evaluate_stage(run, K)` evaluates the weights saved by iteration K's update (the checkpoint of iteration
+K, which iteration K + 1 would roll out with); `K = -1` evaluates the initial weights, before any update.
+The problems are the first `rollout.eval_problems` of `env.eval_data`, in file order, so every evaluation
+of a run sees the same ones; sampling uses `rollout.eval_temperature` (0: greedy) and the run's seed.
+No coach is asked: an evaluation is graded against the ground truth only.
+
+A stage is complete, and skipped, when its manifest matches the config hash, the code version and the
+hash of the evaluated iteration's update output (the same rule as `Run.stage_complete`; kept here until
+`run.py` lists "evaluate" in its STAGE_OUTPUTS / STAGE_INPUTS). Not covered: metrics beyond the success
+rate per problem (no pass@k, no per-kind breakdown), and evaluating several envs at once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from typing import Any
+
+import pandas as pd
+
+from mappa.core.types import Problem, Trajectory
+from mappa.envs.registry import load_env_problems
+from mappa.envs.rollout import roll_out
+from mappa.inference.engine import SamplingParams
+from mappa.storage.frames import trajectories_to_frame
+from mappa.storage.run import Run, code_version, iteration_name
+
+STAGE = "evaluate"
+BASE = -1  # the iteration number that stands for the initial weights
+RESULTS = "results.parquet"
+TRAJECTORIES = "trajectories.parquet"
+MANIFEST = "_manifest.json"
+
+
+def evaluation_label(iteration: int) -> str:
+    """The folder of an evaluation: `iter-000K` for checkpoint K, `base` for the initial weights."""
+    if iteration < BASE:
+        raise ValueError(f"iteration {iteration} cannot be evaluated; use -1 (base model) or 0, 1, ...")
+    return "base" if iteration == BASE else iteration_name(iteration)
+
+
+def evaluation_parts(run: Run, iteration: int, name: str) -> tuple[str, ...]:
+    return (run.run_id, evaluation_label(iteration), STAGE, name)
+
+
+def last_trained_iteration(run: Run) -> int:
+    """The last iteration with a complete update (the default checkpoint to evaluate)."""
+    done = run.completed_iterations()
+    if done == 0:
+        raise ValueError(
+            f"run {run.run_id} has no finished iteration yet; evaluate the base model with --iteration -1"
+        )
+    return done - 1
+
+
+def check_evaluable(run: Run, iteration: int) -> None:
+    """Raise a ValueError, before any model loads, when checkpoint `iteration` does not exist."""
+    evaluation_label(iteration)
+    if iteration != BASE and not run.stage_complete(iteration, "update"):
+        raise ValueError(
+            f"iteration {iteration} of run {run.run_id} has no complete update (no checkpoint to evaluate); "
+            f"finish it with `mappa resume {run.run_id}` or pick an earlier --iteration"
+        )
+
+
+def expected_manifest(run: Run, iteration: int) -> dict[str, Any]:
+    """What a complete evaluation's manifest must hold; equals `run.expected_manifest(K, "evaluate")`."""
+    inputs = {} if iteration == BASE else {"update": run.output_hash(iteration, "update")}
+    return {
+        "stage": STAGE,
+        "iteration": iteration,
+        "config_hash": run.config.config_hash(),
+        "code_version": code_version(),
+        "inputs": inputs,
+    }
+
+
+def evaluation_complete(run: Run, iteration: int) -> bool:
+    manifest, results = evaluation_parts(run, iteration, MANIFEST), evaluation_parts(run, iteration, RESULTS)
+    if not run.store.exists(*manifest) or not run.store.exists(*results):
+        return False
+    found = run.store.read_json(*manifest)
+    return all(found.get(key) == value for key, value in expected_manifest(run, iteration).items())
+
+
+def evaluation_rows(run: Run, iteration: int) -> list[dict[str, Any]]:
+    """The results of a finished evaluation, one dict per problem."""
+    return run.store.read_parquet(*evaluation_parts(run, iteration, RESULTS)).to_dict("records")
+
+
+def eval_problems(run: Run) -> list[Problem]:
+    source = run.config.env.eval_data
+    problems = load_env_problems(source)
+    if not problems:
+        raise ValueError(f"env.eval_data {source} holds no problems; point it at a held-out data set")
+    return problems[: run.config.rollout.eval_problems]
+
+
+def results_frame(trajectories: list[Trajectory]) -> pd.DataFrame:
+    """One row per problem. `seconds`: the trajectory's generation plus sandbox time (problems run batched,
+    so there is no wall-clock time of its own per problem)."""
+    rows = []
+    for t in trajectories:
+        seconds = sum(
+            a.generation_s + (a.tool_result.duration_s if a.tool_result else 0.0) for a in t.actions
+        )
+        rows.append(
+            {
+                "problem_id": t.problem.id,
+                "question": t.problem.question,
+                "gold_answer": t.problem.answer,
+                "final_answer": t.final_answer,
+                "correct": bool(t.correct),
+                "trajectory_id": t.id,
+                "actions": len(t.actions),
+                "seconds": float(seconds),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def evaluate_stage(run: Run, iteration: int) -> dict[str, Any]:
+    """Evaluate checkpoint `iteration` (-1: the base model); skipped when already complete."""
+    if evaluation_complete(run, iteration):
+        return {**run.store.read_json(*evaluation_parts(run, iteration, MANIFEST)), "skipped": True}
+    check_evaluable(run, iteration)
+    started = time.perf_counter()
+    config = run.config
+    label = evaluation_label(iteration)
+    problems = eval_problems(run)
+    pairs = [(f"eval-{label}-{p.id}", p) for p in problems]
+    params = SamplingParams(
+        temperature=config.rollout.eval_temperature,
+        top_p=1.0,
+        max_new_tokens=config.rollout.max_new_tokens,
+        seed=config.seed,
+    )
+    # roll_out's iteration is the one the weights serve: iteration K + 1 rolls out with checkpoint K
+    trajectories = roll_out(run, pairs, iteration + 1, params)
+    generated = time.perf_counter() - started
+    results = results_frame(trajectories)
+    frame = trajectories_to_frame(trajectories, iteration)
+    run.store.write_parquet(frame, *evaluation_parts(run, iteration, TRAJECTORIES))
+    run.store.write_parquet(results, *evaluation_parts(run, iteration, RESULTS))
+    timings = {"rollout_s": generated, "total_s": time.perf_counter() - started}
+    return write_evaluation_manifest(run, iteration, results, timings)
+
+
+def write_evaluation_manifest(
+    run: Run, iteration: int, results: pd.DataFrame, timings: dict[str, float]
+) -> dict[str, Any]:
+    """The manifest, written last (its presence marks the evaluation complete)."""
+    results_parts = evaluation_parts(run, iteration, RESULTS)
+    manifest = {
+        **expected_manifest(run, iteration),
+        "label": evaluation_label(iteration),
+        "output": run.store.url(*results_parts),
+        "trajectories": run.store.url(*evaluation_parts(run, iteration, TRAJECTORIES)),
+        "output_sha256": hashlib.sha256(run.store.read_bytes(*results_parts)).hexdigest(),
+        "rows": len(results),
+        "problems": len(results),
+        "eval_data": run.config.env.eval_data,
+        "temperature": run.config.rollout.eval_temperature,
+        "correct": int(results["correct"].sum()),
+        "success_rate": float(results["correct"].mean()),
+        "timings": timings,
+        "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    run.store.write_json(manifest, *evaluation_parts(run, iteration, MANIFEST))
+    return manifest

@@ -1,0 +1,36 @@
+"""The `evaluate` flow: one checkpoint of a run on held-out problems, as a Prefect task.
+
+A readable sequence and nothing else: pick the checkpoint (default: the last iteration with a complete
+update; -1: the base model), run the `evaluate` task (skipped when that evaluation is complete), free the
+run's Ray workers, publish the results as a table artifact (`mappa.flows.report.publish_evaluation`, also
+when the evaluation was skipped, so a failed publish is redone). The stage lives in
+`mappa.envs.evaluate_stage`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prefect import flow, get_run_logger
+
+from mappa.cluster.ray_cluster import release_workers
+from mappa.envs.evaluate_stage import evaluation_rows, last_trained_iteration
+from mappa.flows.report import publish_evaluation
+from mappa.flows.summary import describe_stage
+from mappa.storage.run import Run
+from mappa.tasks.evaluate import evaluate as evaluate_task
+
+
+@flow(name="mappa-evaluate", log_prints=True)
+def evaluate(run_id: str, root: str = "runs", iteration: int | None = None) -> dict[str, Any]:
+    """Evaluate checkpoint `iteration` of run `run_id` under `root` and return the evaluation's manifest."""
+    run = Run.open(root, run_id)
+    if iteration is None:
+        iteration = last_trained_iteration(run)
+    try:
+        manifest = evaluate_task(root, run_id, iteration)
+    finally:
+        release_workers(run_id, list(run.config.agents))
+    get_run_logger().info(describe_stage("evaluate", iteration, manifest))
+    publish_evaluation(run, iteration, evaluation_rows(run, iteration))
+    return manifest

@@ -1,0 +1,228 @@
+"""Prefect artifacts for a run: a report per finished iteration, and evaluation results.
+
+`publish_iteration_report(run, K)` writes the curves so far to the run as `iter-000K/report/curves.png`,
+then creates, under keys derived from the run id (one key per kind, so the UI's Artifacts page shows one
+collection per kind whose versions are the iterations):
+
+    mappa-<run>-agents   table, one row per agent: coach score mean/std/min/max, KL, loss, clip fraction,
+                         approx KL, grad norm, trainer tokens/s
+    mappa-<run>-report   markdown: success rate, coach model and parse statuses, rubric agreement and
+                         score gap when recorded, stage timings, the curves PNG, links to the files
+
+`publish_evaluation(run, K, rows)` makes the table `mappa-<run>-evaluation` with an aggregate row.
+
+How the PNG reaches the UI (checked in Prefect 3.7.7's bundled UIs): an image artifact
+(`create_image_artifact`) is drawn as `<img src=URL>` above the URL as text, so it needs a URL the viewer's
+browser can fetch; a store's URLs are local paths or s3:// and are not. So the report embeds the PNG as a
+`data:image/png;base64` URI in its markdown: the default UI (v1, prefect-design's markdown renderer turns
+image tokens into `<img>` unchanged) shows it; the experimental v2 UI (react-markdown's default URL filter
+drops data: URIs) shows the alt text, and both show the link to the stored file. No image artifact is made:
+with a data URI it would print ~70 kB of base64 under the picture, and presigned s3 URLs expire and carry a
+credential-derived signature, which must not go into artifacts.
+
+Failure policy: a report must not stop training. Files are written first and storage errors raise (the
+store is the record; the artifacts are a view of it). Errors talking to the Prefect API (unreachable,
+refused, HTTP errors) are logged as warnings and returned under "errors". Inside a flow or task run the
+artifacts belong to that run; outside one they are created unattached, against PREFECT_API_URL or else
+Prefect's ephemeral server, and Prefect 3.7 warns (FutureWarning) that this use is deprecated.
+
+Not covered: deleting old versions, or artifacts for runs that never reached an update.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import io
+import logging
+import math
+import re
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+from uuid import UUID
+
+import httpx
+import pandas as pd
+from prefect.artifacts import create_markdown_artifact, create_table_artifact
+from prefect.exceptions import MissingContextError
+from prefect.logging import get_run_logger
+
+from mappa.storage.curves import plot_curves, run_curves
+from mappa.storage.run import STAGE_OUTPUTS, Run
+
+AGENT_COLUMNS = (
+    "agent",
+    "actions",
+    "mean_score",
+    "std_score",
+    "min_score",
+    "max_score",
+    "kl",
+    "loss",
+    "clip_fraction",
+    "approx_kl",
+    "grad_norm",
+    "tokens_per_s",
+)
+
+
+def artifact_key(run_id: str, kind: str) -> str:
+    """`mappa-<run id>-<kind>` as a valid Prefect key (lowercase letters, digits, dashes).
+
+    A run id that needs changing gets a short hash of itself appended, so `a_b` and `a.b` stay apart.
+    """
+    slug = re.sub(r"[^a-z0-9]+", "-", run_id.lower()).strip("-") or "run"
+    if slug != run_id:
+        slug = f"{slug}-{hashlib.sha256(run_id.encode()).hexdigest()[:6]}"
+    return f"mappa-{slug}-{kind}"
+
+
+def curves_png_parts(run: Run, iteration: int) -> tuple[str, ...]:
+    return run.parts(iteration, "report", "curves.png")
+
+
+def publish_iteration_report(run: Run, iteration: int) -> dict[str, Any]:
+    """Write the curves PNG and create the iteration's table and markdown artifacts.
+
+    Returns {"iteration", "png_url", "artifacts": {kind: {"key", "id"}}, "errors"}; an artifact whose
+    creation failed has id None and its error listed. Raises ValueError if the iteration has not finished.
+    """
+    if not run.store.exists(*run.parts(iteration, "update", "_manifest.json")):
+        raise ValueError(
+            f"iteration {iteration} of run {run.run_id} has no update manifest "
+            f"({run.store.url(*run.parts(iteration, 'update', '_manifest.json'))}); report finished ones only"
+        )
+    curves = run_curves(run)
+    curves = curves[curves["iteration"] <= iteration]
+    buffer = io.BytesIO()
+    plot_curves(curves, buffer, title=f"run {run.run_id}, iterations 0-{iteration}")
+    png = buffer.getvalue()
+    run.store.write_bytes(png, *curves_png_parts(run, iteration))
+    png_url = run.store.url(*curves_png_parts(run, iteration))
+    agents = curves.loc[curves["iteration"] == iteration, list(AGENT_COLUMNS)]
+    rows = [_rounded(row) for row in agents.to_dict("records")]
+    markdown = _report_markdown(run, iteration, png, png_url)
+    describe = f"run {run.run_id}, iteration {iteration}"
+    errors: list[str] = []
+    artifacts = {
+        "agents": _create(
+            artifact_key(run.run_id, "agents"),
+            lambda key: create_table_artifact(rows, key=key, description=f"{describe}: agents", _sync=True),
+            errors,
+        ),
+        "report": _create(
+            artifact_key(run.run_id, "report"),
+            lambda key: create_markdown_artifact(markdown, key=key, description=describe, _sync=True),
+            errors,
+        ),
+    }
+    return {"iteration": iteration, "png_url": png_url, "artifacts": artifacts, "errors": errors}
+
+
+def publish_evaluation(
+    run: Run, iteration: int, results: pd.DataFrame | Sequence[Mapping[str, Any]]
+) -> dict[str, Any]:
+    """A table artifact of evaluation results (one row per problem, or per env/agent) plus an aggregate row.
+
+    `iteration` is the evaluated checkpoint (-1: the base model). `results` is a DataFrame or a list of
+    dicts, e.g. with problem_id, correct, final_answer, gold_answer (as `mappa evaluate` writes them).
+    The aggregate row averages the numeric and boolean columns (so `correct` becomes the accuracy).
+    Returns {"artifacts": {"evaluation": {"key", "id"}}, "accuracy", "rows", "errors"}.
+    """
+    frame = results.copy() if isinstance(results, pd.DataFrame) else pd.DataFrame(list(results))
+    if frame.empty:
+        raise ValueError(f"no evaluation results to publish for run {run.run_id}, iteration {iteration}")
+    aggregate = _aggregate_row(frame)
+    rows = [_rounded(row) for row in frame.to_dict("records")] + [aggregate]
+    accuracy = float(frame["correct"].astype(float).mean()) if "correct" in frame else None
+    weights = "the base model" if iteration < 0 else f"the checkpoint of iteration {iteration}"
+    describe = f"run {run.run_id}, evaluation of {weights}"
+    if accuracy is not None:
+        describe += f": accuracy {accuracy:.1%} on {len(frame)}"
+    errors: list[str] = []
+    created = _create(
+        artifact_key(run.run_id, "evaluation"),
+        lambda key: create_table_artifact(rows, key=key, description=describe, _sync=True),
+        errors,
+    )
+    return {"artifacts": {"evaluation": created}, "accuracy": accuracy, "rows": len(rows), "errors": errors}
+
+
+def _create(key: str, create: Callable[[str], UUID], errors: list[str]) -> dict[str, str | None]:
+    """Run one artifact creation; an API failure becomes a warning and an entry in `errors`."""
+    try:
+        return {"key": key, "id": str(create(key))}
+    except (httpx.HTTPError, RuntimeError) as exc:  # RuntimeError: Prefect's "Failed to reach API at ..."
+        _logger().warning("artifact %s not created, Prefect API error: %s", key, exc)
+        errors.append(f"{key}: {exc}")
+        return {"key": key, "id": None}
+
+
+def _logger() -> logging.Logger | logging.LoggerAdapter:
+    try:
+        return get_run_logger()
+    except MissingContextError:
+        return logging.getLogger(__name__)
+
+
+def _rounded(row: Mapping[str, Any]) -> dict[str, Any]:
+    """Floats to 4 significant digits (KL can be 1e-5, so not to fixed decimals), NaN to None."""
+    return {key: _round(value) if isinstance(value, float) else value for key, value in row.items()}
+
+
+def _round(value: float) -> float | None:
+    return None if math.isnan(value) else float(f"{value:.4g}")
+
+
+def _aggregate_row(frame: pd.DataFrame) -> dict[str, Any]:
+    label = "problem_id" if "problem_id" in frame else frame.columns[0]
+    row: dict[str, Any] = {}
+    for column in frame.columns:
+        values = frame[column]
+        numeric = pd.api.types.is_bool_dtype(values) or pd.api.types.is_numeric_dtype(values)
+        row[column] = _round(float(values.astype(float).mean())) if numeric and column != label else None
+    row[label] = f"all (n={len(frame)})"
+    return row
+
+
+def _report_markdown(run: Run, iteration: int, png: bytes, png_url: str) -> str:
+    lines = [f"## Run `{run.run_id}`, iteration {iteration}", "", *_summary_lines(run, iteration), ""]
+    lines += ["### Stage timings", "", "| stage | seconds |", "| --- | ---: |"]
+    for stage in STAGE_OUTPUTS:
+        if run.store.exists(*run.parts(iteration, stage, "_manifest.json")):
+            seconds = run.read_manifest(iteration, stage).get("timings", {}).get("total_s")
+            lines.append(f"| {stage} | {'n/a' if seconds is None else f'{seconds:.1f}'} |")
+    image = f"data:image/png;base64,{base64.b64encode(png).decode()}"
+    lines += ["", "### Curves so far", "", f"![training curves, iterations 0-{iteration}]({image})"]
+    lines += ["", "### Files", ""]
+    lines += [f"- {name}: [{url}](<{url}>)" for name, url in _file_urls(run, iteration, png_url)]
+    return "\n".join(lines) + "\n"
+
+
+def _summary_lines(run: Run, iteration: int) -> list[str]:
+    rollout = run.read_manifest(iteration, "rollout")
+    score = run.read_manifest(iteration, "score")
+    success = rollout.get("success_rate")
+    lines = [
+        f"- success rate: {'n/a' if success is None else f'{success:.0%}'} "
+        f"({rollout.get('trajectories', '?')} trajectories, {rollout.get('rows', '?')} actions)",
+        f"- coach: `{score.get('coach_model', '?')}`, parse status: "
+        + ", ".join(f"{status} {count}" for status, count in sorted(score.get("parse_status", {}).items())),
+    ]
+    gap = (score.get("bias") or {}).get("gap")
+    if gap is not None:
+        lines.append(f"- coach score gap, correct minus incorrect trajectories: {gap:+.2f}")
+    agreement = score.get("rubric_agreement")
+    if agreement:
+        values = ", ".join(f"{a} {'n/a' if r is None else f'{r:.2f}'}" for a, r in sorted(agreement.items()))
+        lines.append(f"- agreement with the rubric coach (Pearson r per agent): {values}")
+    return lines
+
+
+def _file_urls(run: Run, iteration: int, png_url: str) -> list[tuple[str, str]]:
+    found = []
+    for stage, output in STAGE_OUTPUTS.items():
+        for name in (output, "_manifest.json"):
+            if run.store.exists(*run.parts(iteration, stage, name)):
+                found.append((f"{stage}/{name}", run.store.url(*run.parts(iteration, stage, name))))
+    return [*found, ("report/curves.png", png_url)]

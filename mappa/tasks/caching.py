@@ -1,0 +1,52 @@
+"""Prefect's side of resume: cache keys and result storage that agree with the run's manifests.
+
+A stage task's cache key is the hash of the manifest the stage would write (`Run.expected_manifest`: run,
+iteration, stage, config hash, code version, the hashes of its inputs), so Prefect reuses a task's result
+exactly when the manifests say the stage is complete. Results persist inside the run, next to the stage's
+artifacts (`{run}/iter-0003/<stage>/_prefect/<key>`): deleting a stage's folder forgets both at once, and a
+new flow run, `prefect flow-run retry`, a flow's `retries` and the UI's Retry all find finished stages
+there (their task runs show as Cached).
+
+The report task is keyed on the update it reports, so each iteration's artifacts are published once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+from prefect.filesystems import RemoteFileSystem
+
+from mappa.storage.run import Run, code_version, iteration_name
+
+
+def stage_cache_key(context: Any, parameters: dict[str, Any]) -> str:
+    """`{run_id}/iter-0003/<stage>/_prefect/<hash of the expected manifest>` (a path under the root)."""
+    stage = context.task.name
+    run = Run.open(parameters["root"], parameters["run_id"])
+    iteration = parameters["iteration"]
+    expected = run.expected_manifest(iteration, stage)
+    digest = hashlib.sha256(json.dumps(expected, sort_keys=True).encode()).hexdigest()[:32]
+    return f"{run.run_id}/{iteration_name(iteration)}/{stage}/_prefect/{digest}"
+
+
+def report_cache_key(context: Any, parameters: dict[str, Any]) -> str:
+    """The report of an iteration is published once per finished update (and code version)."""
+    run = Run.open(parameters["root"], parameters["run_id"])
+    iteration = parameters["iteration"]
+    source = json.dumps([run.output_hash(iteration, "update"), code_version()])
+    digest = hashlib.sha256(source.encode()).hexdigest()[:32]
+    return f"{run.run_id}/{iteration_name(iteration)}/report/_prefect/{digest}"
+
+
+def result_storage(root: str) -> Path | RemoteFileSystem:
+    """Where task results persist: the artifact root itself (a local folder or any fsspec URL).
+
+    Credentials for a remote root come from the environment (as for the artifact store), never from
+    the block's settings, so nothing secret is saved with the flow run.
+    """
+    if "://" not in root:
+        return Path(root).expanduser().resolve()
+    return RemoteFileSystem(basepath=root.rstrip("/"))

@@ -1,0 +1,91 @@
+"""`mappa` commands in child processes that a test can SIGKILL mid-stage, as a lost node or an OOM kill would.
+
+Every child gets a unique marker in its environment; `kill()` sends SIGKILL to the child's process group
+and then to every process that still carries the marker (Ray's raylet, GCS and workers start their own
+sessions), so nothing of the killed run survives and nothing else on the machine is touched.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+MARKER = "MAPPA_TEST_PROCESS"
+
+
+def child_env(prefect_api_url: str, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_ADDRESS")}
+    env.update(
+        PREFECT_API_URL=prefect_api_url,
+        PREFECT_LOGGING_LEVEL="WARNING",
+        MAPPA_RAY_TMP=tempfile.mkdtemp(prefix="ray-", dir="/tmp"),
+        **extra,
+    )
+    return env
+
+
+class MappaProcess:
+    def __init__(self, args: list[str], env: dict[str, str], log: Path) -> None:
+        self.marker = uuid.uuid4().hex
+        self.log = log
+        self._log_file = open(log, "ab")  # closed by wait() or kill()
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "mappa.cli", *args],
+            env={**env, MARKER: self.marker},
+            stdout=self._log_file,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+    def wait(self, timeout: float) -> int:
+        try:
+            return self.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise AssertionError(f"mappa did not finish in {timeout} s; log:\n{self.output()}") from None
+        finally:
+            self._stop_leftovers()
+            self._log_file.close()
+
+    def kill(self) -> None:
+        try:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.process.wait(timeout=30)
+        self._stop_leftovers()
+        self._log_file.close()
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def _stop_leftovers(self) -> None:
+        """SIGKILL the processes that carry this child's marker (Ray's daemons outlive their driver)."""
+        needle = f"{MARKER}={self.marker}".encode()
+        for _ in range(50):
+            pids = [pid for pid in _pids() if needle in _environ(pid)]
+            if not pids:
+                return
+            for pid in pids:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            time.sleep(0.1)
+
+
+def _pids() -> list[int]:
+    return [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) != os.getpid()]
+
+
+def _environ(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return b""

@@ -1,0 +1,101 @@
+"""A local OpenAI-compatible chat endpoint for tests about everything around the coach (resume, caching,
+retries): it answers `POST /v1/chat/completions` at once with a score that is a fixed function of the chat,
+and counts, per chat, how many requests it received and answered.
+
+Hooks: `fail_next` answers that many requests with HTTP 503 (a passing outage); `before_answer(number)` runs
+before request `number` (1-based) is answered and may return False to drop it unanswered (a test kills the
+run there, mid-stage). A scripted fake: the tests using it are not about the coach's judgement.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+def chat_key(messages: list[dict]) -> str:
+    return hashlib.sha256(json.dumps(messages, sort_keys=True).encode()).hexdigest()
+
+
+def scripted_score(messages: list[dict]) -> int:
+    """0-10, fixed per chat, spread over the range so the advantages are not all zero."""
+    return int(chat_key(messages)[:8], 16) % 11
+
+
+@dataclass
+class CoachServerState:
+    fail_next: int = 0
+    before_answer: Callable[[int], bool] | None = None
+    received: Counter = field(default_factory=Counter)
+    answered: Counter = field(default_factory=Counter)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def total_received(self) -> int:
+        return sum(self.received.values())
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: object, client_address: object) -> None:
+        pass  # a killed client closes its socket mid-answer
+
+
+def _handler(state: CoachServerState) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # the name http.server dispatches to
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            key = chat_key(body["messages"])
+            with state.lock:
+                state.received[key] += 1
+                number = state.total_received
+                failing = state.fail_next > 0
+                state.fail_next -= int(failing)
+            if failing:
+                return self._send(503, {"error": {"message": "the test server is down for this request"}})
+            if state.before_answer is not None and not state.before_answer(number):
+                return self._send(503, {"error": {"message": "dropped"}})
+            score = scripted_score(body["messages"])
+            content = f"Judged by the scripted test coach.\nPROCESS_SCORE: {score}"
+            message = {"role": "assistant", "content": content}
+            self._send(200, {"choices": [{"index": 0, "message": message, "finish_reason": "stop"}]})
+            with state.lock:
+                state.answered[key] += 1
+
+        def _send(self, status: int, payload: dict) -> None:
+            data = json.dumps(payload).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    return Handler
+
+
+class CoachServer:
+    """`with CoachServer() as server:` serves on 127.0.0.1 at `server.base_url` in a thread."""
+
+    def __init__(self) -> None:
+        self.state = CoachServerState()
+        self._httpd = _Server(("127.0.0.1", 0), _handler(self.state))
+        self.base_url = f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
+        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05})
+
+    def __enter__(self) -> CoachServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        self._thread.join(timeout=5)

@@ -1,0 +1,108 @@
+"""The real `evaluate` flow on the tiny model after one trained iteration: Prefect (test harness), Ray,
+sandbox; the base model's evaluation; a finished evaluation is skipped."""
+
+import json
+
+import pytest
+import yaml
+from prefect.client.orchestration import get_client
+from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+
+from mappa.envs.evaluate_stage import evaluation_complete, evaluation_parts
+
+pytestmark = pytest.mark.slow
+
+RESULT_COLUMNS = [
+    "problem_id",
+    "question",
+    "gold_answer",
+    "final_answer",
+    "correct",
+    "trajectory_id",
+    "actions",
+    "seconds",
+]
+
+
+@pytest.fixture(scope="module")
+def trained_run(tmp_path_factory, tiny_model, prefect_harness, ray_local):
+    from mappa.flows.train import train
+    from mappa.storage.run import Run
+
+    root = tmp_path_factory.mktemp("runs")
+    config = {
+        "name": "ev",
+        "iterations": 1,
+        "agents": {seat: {"model": str(tiny_model)} for seat in ("solver", "executor", "verifier")},
+        "coach": {"type": "rubric", "use_ground_truth": True},
+        "rollout": {"problems_per_iteration": 2, "max_new_tokens": 16, "eval_problems": 3},
+        "env": {"type": "mathchat", "max_executor_turns": 1},
+        "algo": {"whiten_scope": "global"},
+        "storage": {"root": str(root)},
+        "cluster": {"torch_threads": 1},
+    }
+    path = root / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    train(config_path=str(path), run_id="ev-run")
+    return Run.open(str(root), "ev-run")
+
+
+@pytest.fixture(scope="module")
+def evaluated(trained_run):
+    from mappa.flows.evaluate import evaluate
+
+    return evaluate(run_id="ev-run", root=trained_run.store.root, iteration=0)
+
+
+def test_results_hold_one_row_per_problem(trained_run, evaluated):
+    results = trained_run.store.read_parquet(*evaluation_parts(trained_run, 0, "results.parquet"))
+    assert list(results.columns) == RESULT_COLUMNS
+    assert len(results) == 3
+    assert results["trajectory_id"].is_unique
+    assert (results["actions"] >= 3).all()  # solver, executor, verifier
+    actions = trained_run.store.read_parquet(*evaluation_parts(trained_run, 0, "trajectories.parquet"))
+    assert set(actions["trajectory_id"]) == set(results["trajectory_id"])
+    assert (actions["iteration"] == 0).all()
+    assert trained_run.store.root in evaluated["output"]
+
+
+def test_manifest_records_the_evaluation(trained_run, evaluated):
+    assert evaluated["stage"] == "evaluate" and evaluated["iteration"] == 0
+    assert evaluated["problems"] == 3 and evaluated["label"] == "iter-0000"
+    assert evaluated["temperature"] == 0.0
+    assert 0.0 <= evaluated["success_rate"] <= 1.0
+    assert evaluated["inputs"] == {"update": trained_run.output_hash(0, "update")}
+    assert evaluated["timings"]["total_s"] >= evaluated["timings"]["rollout_s"] > 0
+    assert evaluation_complete(trained_run, 0)
+
+
+def test_results_are_published_as_a_table(trained_run, evaluated):
+    from mappa.flows.report import artifact_key
+
+    with get_client(sync_client=True) as client:
+        key = ArtifactFilterKey(any_=[artifact_key(trained_run.run_id, "evaluation")])
+        artifacts = client.read_artifacts(artifact_filter=ArtifactFilter(key=key))
+    assert artifacts and all(a.flow_run_id for a in artifacts)
+    rows = json.loads(artifacts[0].data)
+    assert len(rows) == 3 + 1  # the problems and an aggregate row
+
+
+def test_a_second_evaluation_is_skipped(trained_run, evaluated, capsys):
+    from mappa.cli import main
+
+    assert main(["evaluate", "ev-run", "--root", trained_run.store.root]) == 0  # default: last iteration
+    out = capsys.readouterr().out
+    assert "already evaluated" in out and "iter-0000" in out
+    manifest = trained_run.store.read_json(*evaluation_parts(trained_run, 0, "_manifest.json"))
+    assert manifest["finished_at"] == evaluated["finished_at"]
+
+
+def test_the_base_model_is_evaluated_on_the_same_problems(trained_run, evaluated):
+    from mappa.flows.evaluate import evaluate
+
+    base = evaluate(run_id="ev-run", root=trained_run.store.root, iteration=-1)
+    assert base["label"] == "base" and base["inputs"] == {}
+    results = trained_run.store.read_parquet(*evaluation_parts(trained_run, -1, "results.parquet"))
+    trained = trained_run.store.read_parquet(*evaluation_parts(trained_run, 0, "results.parquet"))
+    assert list(results["problem_id"]) == list(trained["problem_id"])
+    assert "/base/evaluate/" in base["output"]

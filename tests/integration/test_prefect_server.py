@@ -1,0 +1,210 @@
+"""The Prefect UI's path, end to end: a real `prefect server start` on loopback, `mappa serve`, a deployment
+run whose score stage fails (the coach endpoint is down), `prefect flow-run retry` (what the UI's Retry
+does), and a check that the retried run finished without recomputing the stages that had finished.
+
+With Chromium installed (Debian's `chromium`), the flow run's page is screenshotted headless into
+$MAPPA_UI_SCREENSHOT (default: the test's temporary folder), outside the repository.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import httpx
+import pytest
+import yaml
+from mappa_process import MappaProcess, child_env
+from openai_test_server import CoachServer
+
+from mappa.storage.run import Run
+
+pytestmark = pytest.mark.slow
+
+SEATS = ("solver", "executor", "verifier")
+TIMEOUT_S = 600
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def prefect_server(tmp_path_factory):
+    """`prefect server start` on a free loopback port with its own PREFECT_HOME; yields the API URL."""
+    home = tmp_path_factory.mktemp("prefect-home")
+    port = _free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    env.update(
+        PREFECT_HOME=str(home), PREFECT_SERVER_ANALYTICS_ENABLED="false", PREFECT_LOGGING_LEVEL="WARNING"
+    )
+    log = open(home / "server.log", "wb")  # closed below
+    prefect = str(Path(sys.executable).with_name("prefect"))
+    server = subprocess.Popen(
+        [prefect, "server", "start", "--host", "127.0.0.1", "--port", str(port)],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    url = f"http://127.0.0.1:{port}/api"
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{url}/health", timeout=2).status_code == 200:
+                break
+        except httpx.HTTPError:
+            time.sleep(0.5)
+    else:
+        server.kill()
+        pytest.fail(f"prefect server did not start in 180 s: {(home / 'server.log').read_text()[-2000:]}")
+    yield url
+    server.terminate()
+    try:
+        server.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        server.kill()
+    log.close()
+
+
+def _flow_run(api_url: str, flow_run_id: str) -> dict:
+    return httpx.get(f"{api_url}/flow_runs/{flow_run_id}", timeout=10).json()
+
+
+def _wait_final(api_url: str, flow_run_id: str, previous_updated: str | None = None) -> dict:
+    deadline = time.monotonic() + TIMEOUT_S
+    while time.monotonic() < deadline:
+        run = _flow_run(api_url, flow_run_id)
+        state = run.get("state") or {}
+        final = state.get("type") in {"COMPLETED", "FAILED", "CRASHED", "CANCELLED"}
+        if final and state.get("timestamp") != previous_updated:
+            return run
+        time.sleep(1)
+    raise AssertionError(f"flow run {flow_run_id} did not finish: {_flow_run(api_url, flow_run_id)['state']}")
+
+
+def _wait_for_text(process: MappaProcess, text: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while text not in process.output():
+        assert time.monotonic() < deadline, f"{text!r} not in the log: {process.output()[-2000:]}"
+        time.sleep(0.5)
+
+
+def _create_deployment_run(api_url: str, parameters: dict) -> str:
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:  # `mappa serve` registers the deployments once it has started
+        response = httpx.get(f"{api_url}/deployments/name/mappa-train/mappa-train", timeout=10)
+        if response.status_code == 200:
+            deployment_id = response.json()["id"]
+            created = httpx.post(
+                f"{api_url}/deployments/{deployment_id}/create_flow_run",
+                json={"parameters": parameters},
+                timeout=10,
+            )
+            created.raise_for_status()
+            return created.json()["id"]
+        time.sleep(1)
+    raise AssertionError("mappa serve did not register mappa-train/mappa-train in 120 s")
+
+
+def _screenshot(api_url: str, flow_run_id: str, target: Path) -> None:
+    ui = api_url.removesuffix("/api")
+    profile = target.parent / "chromium-profile"
+    command = [
+        shutil.which("chromium") or "chromium",
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        f"--user-data-dir={profile}",
+        "--window-size=1600,1000",
+        "--virtual-time-budget=15000",
+        f"--screenshot={target}",
+        f"{ui}/runs/flow-run/{flow_run_id}",
+    ]
+    subprocess.run(command, check=True, capture_output=True, timeout=120)
+
+
+def test_failed_stage_retried_from_prefect_skips_finished_stages(tmp_path, tiny_model, prefect_server):
+    with CoachServer() as coach:
+        config = {
+            "name": "ui",
+            "iterations": 1,
+            "agents": {seat: {"model": str(tiny_model)} for seat in SEATS},
+            "coach": {
+                "type": "openai",
+                "base_url": coach.base_url,
+                "model": "scripted-coach",
+                "max_retries": 0,
+            },
+            "rollout": {"problems_per_iteration": 2, "max_new_tokens": 16},
+            "algo": {"whiten_scope": "global"},
+            "retries": {"score": 0, "update": 0, "report": 0},
+            "cluster": {"num_cpus": 2, "torch_threads": 1},
+            "storage": {"root": str(tmp_path / "runs")},
+        }
+        path = tmp_path / "config.yaml"
+        path.write_text(yaml.safe_dump(config))
+        coach.state.fail_next = 10**6  # the coach endpoint is down: the score stage fails
+        serve = MappaProcess(["serve"], child_env(prefect_server), tmp_path / "serve.txt")
+        try:
+            flow_run_id = _create_deployment_run(
+                prefect_server, {"config_path": str(path), "run_id": "ui-run", "overrides": []}
+            )
+            failed = _wait_final(prefect_server, flow_run_id)
+            assert failed["state"]["type"] == "FAILED", (failed["state"], serve.output()[-3000:])
+            _wait_for_text(serve, "Process exited")  # the runner is done with the failed attempt
+            failed = _flow_run(prefect_server, flow_run_id)
+            run = Run.open(str(tmp_path / "runs"), "ui-run")
+            assert run.stage_complete(0, "rollout") and not run.stage_complete(0, "score")
+
+            coach.state.fail_next = 0  # the endpoint is back
+            prefect = str(Path(sys.executable).with_name("prefect"))
+            retry = subprocess.run(
+                [prefect, "flow-run", "retry", flow_run_id],
+                env={**os.environ, "PREFECT_API_URL": prefect_server},
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+            assert retry.returncode == 0, retry.stdout + retry.stderr
+            done = _wait_final(prefect_server, flow_run_id, failed["state"]["timestamp"])
+            assert done["state"]["type"] == "COMPLETED", (done["state"], serve.output()[-3000:])
+            if shutil.which("chromium"):
+                shot = Path(os.environ.get("MAPPA_UI_SCREENSHOT", tmp_path / "flow-run.png"))
+                _screenshot(prefect_server, flow_run_id, shot)
+                assert shot.stat().st_size > 10_000
+        finally:
+            serve.kill()  # before the server goes (PITFALLS: serve hangs on a vanished server)
+
+    kinds = Counter((e["stage"], e["kind"]) for e in run.events())
+    assert kinds[("rollout", "started")] == kinds[("rollout", "finished")] == 1, kinds
+    assert kinds[("score", "started")] == 2 and kinds[("score", "finished")] == 1, kinds
+    for stage in ("advantages", "update"):
+        assert kinds[(stage, "started")] == kinds[(stage, "finished")] == 1, kinds
+    assert sum(coach.state.answered.values()) == len(run.store.read_parquet(*run.output_parts(0, "score")))
+
+    tasks = httpx.post(
+        f"{prefect_server}/task_runs/filter",
+        json={"flow_runs": {"id": {"any_": [flow_run_id]}}},
+        timeout=10,
+    ).json()
+    runs = sorted((t["created"], t["name"], t["state"]["name"], t["run_count"]) for t in tasks)
+    print("task runs:", *runs, sep="\n  ")
+    states = {name: state for _, name, state, _ in runs}  # each task's latest run: the retried attempt
+    assert states["rollout-0"] == "Cached", states  # Prefect's cache agrees with the manifest
+    assert states["update-0"] == "Completed" and states["report-0"] == "Completed", states
+    artifacts = httpx.post(f"{prefect_server}/artifacts/filter", json={}, timeout=10).json()
+    assert {"mappa-ui-run-agents", "mappa-ui-run-report"} <= {a["key"] for a in artifacts}, artifacts

@@ -1,0 +1,100 @@
+"""Report and evaluation artifacts on a real Prefect server (the test harness), read back with the client:
+inside a flow's task, outside any run, and with the API unreachable (training must go on)."""
+
+import base64
+import json
+import re
+import socket
+
+import pytest
+from prefect import flow, task
+from prefect.client.orchestration import get_client
+from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+from prefect.client.schemas.sorting import ArtifactSort
+from prefect.context import get_run_context
+from prefect.settings import PREFECT_API_URL, temporary_settings
+
+from mappa.flows.report import artifact_key, publish_evaluation, publish_iteration_report
+from mappa.storage.run import Run
+
+
+def read_artifacts(key: str) -> list:
+    """Every version of `key`, newest first."""
+    with get_client(sync_client=True) as client:
+        return client.read_artifacts(
+            artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[key])), sort=ArtifactSort.CREATED_DESC
+        )
+
+
+@task
+def report(root: str, run_id: str, iteration: int) -> dict:
+    return publish_iteration_report(Run.open(root, run_id), iteration)
+
+
+@flow
+def report_flow(root: str, run_id: str) -> tuple[list[dict], str]:
+    published = [report(root, run_id, iteration) for iteration in (0, 1)]
+    return published, str(get_run_context().flow_run.id)
+
+
+def test_iteration_reports_inside_a_flow(prefect_harness, synthetic_run):
+    run = synthetic_run
+    published, flow_run_id = report_flow(run.store.root, run.run_id)
+    assert all(not p["errors"] for p in published)
+    table_key = artifact_key(run.run_id, "agents")
+    assert re.fullmatch(r"mappa-synthetic-run-1-[0-9a-f]{6}-agents", table_key)
+    tables = [a for a in read_artifacts(table_key) if str(a.flow_run_id) == flow_run_id]
+    assert [a.description for a in tables] == ["run synthetic_run.1, iteration 1: agents"] + [
+        "run synthetic_run.1, iteration 0: agents"
+    ]
+    assert str(tables[0].id) == published[1]["artifacts"]["agents"]["id"] and tables[0].task_run_id
+    rows = {row["agent"]: row for row in json.loads(tables[0].data)}
+    assert rows["solver"]["mean_score"] == 5.0 and rows["solver"]["std_score"] == 1.0
+    assert rows["executor"]["loss"] == 1.4 and rows["executor"]["kl"] == 0.002
+    assert rows["executor"]["tokens_per_s"] == 200.0 and rows["executor"]["clip_fraction"] == 0.1
+    assert rows["verifier"]["mean_score"] == 7.0 and rows["verifier"]["kl"] is None  # frozen agent
+
+    markdown = read_artifacts(artifact_key(run.run_id, "report"))[0]
+    assert str(markdown.id) == published[1]["artifacts"]["report"]["id"]
+    text = markdown.data
+    assert "iteration 1" in text and "success rate: 50% (4 trajectories, 6 actions)" in text
+    assert "coach: `rubric`, parse status: fallback 1, ok 5" in text and "solver 0.50" in text
+    assert "correct minus incorrect trajectories: +1.50" in text
+    assert "| rollout | 11.0 |" in text and "| update | 4.0 |" in text
+    assert f"(<{run.store.url(*run.output_parts(1, 'score'))}>)" in text
+    png = run.store.read_bytes(*run.parts(1, "report", "curves.png"))
+    assert published[1]["png_url"] == run.store.url(*run.parts(1, "report", "curves.png"))
+    embedded = re.search(r"\(data:image/png;base64,([A-Za-z0-9+/=]+)\)", text).group(1)
+    assert base64.b64decode(embedded) == png and png.startswith(b"\x89PNG")
+
+
+def test_evaluation_outside_a_run(prefect_harness, synthetic_run):
+    results = [
+        {"problem_id": "p1", "correct": True, "final_answer": "4", "gold_answer": "4"},
+        {"problem_id": "p2", "correct": False, "final_answer": None, "gold_answer": "5"},
+        {"problem_id": "p3", "correct": True, "final_answer": "9", "gold_answer": "9"},
+        {"problem_id": "p4", "correct": True, "final_answer": "1", "gold_answer": "1"},
+    ]
+    with pytest.warns(FutureWarning, match="outside of a flow or task run"):
+        published = publish_evaluation(synthetic_run, 1, results)
+    assert published["accuracy"] == 0.75 and not published["errors"]
+    artifact = read_artifacts(artifact_key(synthetic_run.run_id, "evaluation"))[0]
+    assert str(artifact.id) == published["artifacts"]["evaluation"]["id"] and artifact.flow_run_id is None
+    assert artifact.description == (
+        "run synthetic_run.1, evaluation of the checkpoint of iteration 1: accuracy 75.0% on 4"
+    )
+    rows = json.loads(artifact.data)
+    assert rows[:4] == results
+    assert rows[4] == {"problem_id": "all (n=4)", "correct": 0.75, "final_answer": None, "gold_answer": None}
+
+
+def test_an_unreachable_api_is_reported_not_raised(synthetic_run):
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    unattached = pytest.warns(FutureWarning, match="outside of a flow or task run")
+    with temporary_settings({PREFECT_API_URL: f"http://127.0.0.1:{port}/api"}), unattached:
+        published = publish_iteration_report(synthetic_run, 0)
+    assert [a["id"] for a in published["artifacts"].values()] == [None, None]
+    assert len(published["errors"]) == 2 and "agents" in published["errors"][0]
+    assert synthetic_run.store.exists(*synthetic_run.parts(0, "report", "curves.png"))

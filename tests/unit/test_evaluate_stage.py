@@ -1,0 +1,53 @@
+"""The evaluate stage's pieces that need no model: folders, results rows, and the CLI's early errors."""
+
+import pytest
+
+from mappa.cli import main
+from mappa.config import load_config
+from mappa.envs.evaluate_stage import evaluation_complete, evaluation_label, results_frame
+from mappa.storage.run import Run
+
+
+def test_labels_name_the_checkpoint_or_the_base_model():
+    assert evaluation_label(-1) == "base"
+    assert evaluation_label(3) == "iter-0003"
+    with pytest.raises(ValueError, match="-1"):
+        evaluation_label(-2)
+
+
+def test_one_results_row_per_problem(trajectory):
+    frame = results_frame([trajectory])
+    assert frame.to_dict("records") == [
+        {
+            "problem_id": "p1",
+            "question": "What is 2+2?",
+            "gold_answer": "4",
+            "final_answer": "4",
+            "correct": True,
+            "trajectory_id": "t1",
+            "actions": 4,
+            "seconds": pytest.approx(0.25),  # generation 0 s + two sandbox runs (0.05 s, 0.2 s)
+        }
+    ]
+
+
+@pytest.fixture
+def fresh_run(tmp_path):
+    config = load_config("configs/mathchat-cpu.yaml", [f"storage.root={tmp_path}"])
+    return Run.create(config, "fresh")
+
+
+def test_a_run_without_finished_iterations_points_to_the_base_model(fresh_run, tmp_path, capsys):
+    assert main(["evaluate", "fresh", "--root", str(tmp_path)]) == 2
+    assert "--iteration -1" in capsys.readouterr().out
+    assert not evaluation_complete(fresh_run, -1)
+
+
+def test_an_unfinished_iteration_is_refused_before_any_work(fresh_run, tmp_path, capsys):
+    assert main(["evaluate", "fresh", "--root", str(tmp_path), "--iteration", "0"]) == 2
+    assert "no complete update" in capsys.readouterr().out
+
+
+def test_a_missing_run_is_named(tmp_path, capsys):
+    assert main(["evaluate", "nope", "--root", str(tmp_path)]) == 2
+    assert "no run nope" in capsys.readouterr().out
