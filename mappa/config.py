@@ -81,6 +81,16 @@ class CoachConfig(_Section):
     fallback_score: float = Field(5.0, ge=0, le=10)
     """Score recorded (and marked `fallback`) when the coach's answer cannot be parsed after one re-ask."""
 
+    @field_validator("api_key_env")
+    @classmethod
+    def _names_a_variable(cls, name: str) -> str:
+        if not (name.isidentifier() and name.isascii()):  # a pasted key would be stored with the run
+            raise ValueError(
+                "must be the name of an environment variable (e.g. OPENAI_API_KEY) that holds the key, "
+                "not the key itself"
+            )
+        return name
+
     @model_validator(mode="after")
     def _check_backend(self) -> CoachConfig:
         if self.type == "openai" and not self.base_url:
@@ -115,6 +125,9 @@ class RolloutConfig(_Section):
     max_new_tokens: int = Field(192, ge=1, le=8192)
     eval_temperature: float = Field(0.0, ge=0, le=2)
     eval_problems: int = Field(16, ge=1)
+    eval_every: int = Field(0, ge=0)
+    """Evaluate on held-out problems after every k-th iteration during training (0: only on request,
+    `mappa evaluate` or the mappa-evaluate deployment)."""
 
 
 class TrainerConfig(_Section):
@@ -193,6 +206,7 @@ class RetryConfig(_Section):
 OPERATIONAL_FIELDS = {
     "": ("storage", "iterations", "cluster", "retries"),
     "coach": ("base_url", "api_key_env", "max_concurrency", "max_retries", "timeout_s"),
+    "rollout": ("eval_every",),
 }
 
 
@@ -307,6 +321,13 @@ def format_validation_error(exc: ValidationError, source: str) -> str:
 
 def _hint(err: dict[str, Any]) -> str:
     kind = err["type"]
+    name = str(err["loc"][-1]).lower() if err["loc"] else ""
+    if kind == "extra_forbidden" and any(word in name for word in ("key", "secret", "token", "password")):
+        return (
+            " (secrets are never read from a config: put the value in an environment variable; the coach's "
+            "key in the one that coach.api_key_env names, S3 credentials in AWS_ACCESS_KEY_ID and "
+            "AWS_SECRET_ACCESS_KEY)"
+        )
     if kind == "extra_forbidden":
         return " (unknown field: check its spelling against `mappa.config` or the configs/ examples)"
     if kind == "missing":

@@ -9,7 +9,10 @@ os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from pathlib import Path  # noqa: E402 - the environment above must be set before any hub import
+import secrets  # noqa: E402 - the environment above must be set before any hub import
+from collections.abc import Iterator  # noqa: E402
+from dataclasses import dataclass  # noqa: E402
+from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
 
@@ -20,6 +23,46 @@ def tiny_model(tmp_path_factory) -> Path:
     from mappa.inference.tiny_model import build_tiny_model
 
     return build_tiny_model(tmp_path_factory.mktemp("tiny-model"))
+
+
+@dataclass(frozen=True)
+class MotoS3:
+    """A bucket on a real S3 endpoint (moto's server on loopback) and the environment that reaches it."""
+
+    bucket: str
+    env: dict[str, str]
+    """AWS_ENDPOINT_URL, fresh random credentials and the region: what a child process needs."""
+
+    @property
+    def root(self) -> str:
+        return f"s3://{self.bucket}/runs"
+
+
+@pytest.fixture
+def moto_s3(monkeypatch) -> Iterator[MotoS3]:
+    """moto's S3 server on 127.0.0.1 (a free port) with one bucket. This process's environment gets the
+    endpoint and credentials (random per test, so a leak check can look for them); s3fs and botocore
+    read them from there, so nothing in a config names them."""
+    import boto3
+    import s3fs
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    env = {
+        "AWS_ENDPOINT_URL": f"http://{host}:{port}",
+        "AWS_ACCESS_KEY_ID": "AKIA" + secrets.token_hex(8).upper(),
+        "AWS_SECRET_ACCESS_KEY": secrets.token_urlsafe(30),
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    s3fs.S3FileSystem.clear_instance_cache()  # a cached client would still talk to an earlier endpoint
+    boto3.client("s3").create_bucket(Bucket="mappa")
+    yield MotoS3("mappa", env)
+    s3fs.S3FileSystem.clear_instance_cache()
+    server.stop()
 
 
 def pytest_collection_modifyitems(config, items):

@@ -1,4 +1,5 @@
-"""The `train` flow: iterations of rollout -> score -> advantages -> update, as Prefect tasks.
+"""The `train` flow: iterations of rollout -> score -> advantages -> update -> report, as Prefect tasks,
+with an evaluation on held-out problems every `rollout.eval_every` iterations.
 
 A readable sequence of task calls and nothing else: the stages live in their own modules, and every stage
 skips itself when its artifacts are complete, so running the flow again with the same run id continues
@@ -14,8 +15,11 @@ from prefect import flow, get_run_logger
 
 from mappa.cluster.ray_cluster import COACH, release_workers
 from mappa.config import apply_overrides, load_config, validate_config
+from mappa.envs.evaluate_stage import evaluation_rows
+from mappa.flows.report import publish_evaluation
 from mappa.flows.summary import describe_stage, run_summary
 from mappa.storage.run import Run
+from mappa.tasks.evaluate import evaluate
 from mappa.tasks.stages import STAGES, configure_stage, report
 
 
@@ -51,6 +55,10 @@ def train(
                 manifest = stage(root, run.run_id, iteration)
                 logger.info(describe_stage(stage.name, iteration, manifest))
             publish(root, run.run_id, iteration)
+            every = config.rollout.eval_every
+            if every and (iteration + 1) % every == 0:
+                logger.info(describe_stage("evaluate", iteration, evaluate(root, run.run_id, iteration)))
+                publish_evaluation(run, iteration, evaluation_rows(run, iteration))
     finally:
         release_workers(run.run_id, [*config.agents, COACH])
     return run_summary(run)

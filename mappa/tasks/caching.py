@@ -44,9 +44,14 @@ def report_cache_key(context: Any, parameters: dict[str, Any]) -> str:
 def result_storage(root: str) -> Path | RemoteFileSystem:
     """Where task results persist: the artifact root itself (a local folder or any fsspec URL).
 
-    Credentials for a remote root come from the environment (as for the artifact store), never from
-    the block's settings, so nothing secret is saved with the flow run.
+    A remote root becomes a `RemoteFileSystem` block saved on the Prefect server as
+    `mappa-results-<hash of the root>` (Prefect refuses unsaved blocks as result storage). The block holds
+    the root only: credentials come from the environment (as for the artifact store), never from the
+    block's settings, so nothing secret reaches the server.
     """
     if "://" not in root:
         return Path(root).expanduser().resolve()
-    return RemoteFileSystem(basepath=root.rstrip("/"))
+    basepath = root.rstrip("/")
+    block = RemoteFileSystem(basepath=basepath)
+    block.save(f"mappa-results-{hashlib.sha256(basepath.encode()).hexdigest()[:12]}", overwrite=True)
+    return block

@@ -1,6 +1,7 @@
 """A local OpenAI-compatible chat endpoint for tests about everything around the coach (resume, caching,
 retries): it answers `POST /v1/chat/completions` at once with a score that is a fixed function of the chat,
-and counts, per chat, how many requests it received and answered.
+and counts, per chat, how many requests it received and answered; `authorizations` keeps the
+Authorization headers it was sent (a test checks that a key from the environment reached it).
 
 Hooks: `fail_next` answers that many requests with HTTP 503 (a passing outage); `before_answer(number)` runs
 before request `number` (1-based) is answered and may return False to drop it unanswered (a test kills the
@@ -33,6 +34,7 @@ class CoachServerState:
     before_answer: Callable[[int], bool] | None = None
     received: Counter = field(default_factory=Counter)
     answered: Counter = field(default_factory=Counter)
+    authorizations: set[str | None] = field(default_factory=set)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
@@ -54,6 +56,7 @@ def _handler(state: CoachServerState) -> type[BaseHTTPRequestHandler]:
             key = chat_key(body["messages"])
             with state.lock:
                 state.received[key] += 1
+                state.authorizations.add(self.headers.get("Authorization"))
                 number = state.total_received
                 failing = state.fail_next > 0
                 state.fail_next -= int(failing)

@@ -115,9 +115,11 @@ def _create_deployment_run(api_url: str, parameters: dict) -> str:
     raise AssertionError("mappa serve did not register mappa-train/mappa-train in 120 s")
 
 
-def _screenshot(api_url: str, flow_run_id: str, target: Path) -> None:
+def _screenshot(api_url: str, page: str, target: Path) -> None:
     ui = api_url.removesuffix("/api")
-    profile = target.parent / "chromium-profile"
+    settings = httpx.get(f"{ui}/ui-settings", timeout=30).json()  # warm: the page asks this first
+    assert settings["api_url"] == api_url, settings
+    profile = target.parent / f"chromium-profile-{target.stem}"
     command = [
         shutil.which("chromium") or "chromium",
         "--headless",
@@ -132,7 +134,7 @@ def _screenshot(api_url: str, flow_run_id: str, target: Path) -> None:
         "--window-size=1600,1000",
         "--virtual-time-budget=15000",
         f"--screenshot={target}",
-        f"{ui}/runs/flow-run/{flow_run_id}",
+        f"{ui}/{page}",
     ]
     subprocess.run(command, check=True, capture_output=True, timeout=120)
 
@@ -182,12 +184,14 @@ def test_failed_stage_retried_from_prefect_skips_finished_stages(tmp_path, tiny_
             assert retry.returncode == 0, retry.stdout + retry.stderr
             done = _wait_final(prefect_server, flow_run_id, failed["state"]["timestamp"])
             assert done["state"]["type"] == "COMPLETED", (done["state"], serve.output()[-3000:])
-            if shutil.which("chromium"):
-                shot = Path(os.environ.get("MAPPA_UI_SCREENSHOT", tmp_path / "flow-run.png"))
-                _screenshot(prefect_server, flow_run_id, shot)
-                assert shot.stat().st_size > 10_000
         finally:
             serve.kill()  # before the server goes (PITFALLS: serve hangs on a vanished server)
+    if shutil.which("chromium"):
+        shot = Path(os.environ.get("MAPPA_UI_SCREENSHOT", tmp_path / "flow-run.png"))
+        report = shot.with_name(f"{shot.stem}-report.png")
+        _screenshot(prefect_server, f"runs/flow-run/{flow_run_id}", shot)
+        _screenshot(prefect_server, "artifacts/key/mappa-ui-run-report", report)
+        assert shot.stat().st_size > 10_000 and report.stat().st_size > 10_000
 
     kinds = Counter((e["stage"], e["kind"]) for e in run.events())
     assert kinds[("rollout", "started")] == kinds[("rollout", "finished")] == 1, kinds

@@ -21,7 +21,7 @@ def finished_run(tmp_path_factory, tiny_model, prefect_harness, ray_local):
         "iterations": 2,
         "agents": {seat: {"model": str(tiny_model)} for seat in ("solver", "executor", "verifier")},
         "coach": {"type": "rubric", "use_ground_truth": True},
-        "rollout": {"problems_per_iteration": 3, "max_new_tokens": 24},
+        "rollout": {"problems_per_iteration": 3, "max_new_tokens": 24, "eval_every": 2, "eval_problems": 2},
         "trainer": {"lr": 1e-3},
         # A random-init model fails every problem alike, so the rubric gives each agent one constant score and
         # per-agent whitening would (rightly) give zero advantages; across agents the scores differ.
@@ -58,6 +58,13 @@ def test_every_artifact_is_written(finished_run):
             folder = run.checkpoint_parts(agent, iteration)
             assert run.store.exists(*folder, "model.safetensors")
             assert run.store.exists(*folder, "trainer_state.pt")
+
+
+def test_evaluates_every_k_iterations(finished_run):
+    run, _, _ = finished_run
+    assert not run.store.exists(*run.parts(0, "evaluate", "results.parquet"))
+    results = run.store.read_parquet(*run.parts(1, "evaluate", "results.parquet"))
+    assert len(results) == 2 and {"problem_id", "correct", "final_answer"} <= set(results.columns)
 
 
 def test_executor_actions_record_the_sandbox(finished_run):

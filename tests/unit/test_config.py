@@ -3,7 +3,7 @@
 import pytest
 import yaml
 
-from mappa.config import ConfigError, apply_overrides, load_config
+from mappa.config import ConfigError, apply_overrides, load_config, validate_config
 
 SEATS = {"solver": {}, "executor": {}, "verifier": {}}
 
@@ -77,3 +77,26 @@ def test_configs_are_frozen():
     config = load_config("configs/mathchat-cpu.yaml")
     with pytest.raises(Exception, match="frozen"):
         config.algo.beta = 1.0
+
+
+def test_retries_back_off_exponentially_and_default_to_retrying_the_coach():
+    from mappa.config import RetryConfig
+
+    retries = RetryConfig(delay_s=5)
+    assert retries.delays("score") == [5, 10, 20]
+    assert retries.delays("rollout") == []
+
+
+def test_config_hash_ignores_how_a_run_executes():
+    base = {"agents": {s: {"model": "m"} for s in ("solver", "executor", "verifier")}}
+    a = validate_config(base)
+    moved = validate_config(
+        {
+            **base,
+            "coach": {"base_url": "http://10.0.0.5:8000/v1", "max_concurrency": 64, "timeout_s": 300},
+            "retries": {"score": 9},
+            "cluster": {"num_cpus": 64},
+        }
+    )
+    assert a.config_hash() == moved.config_hash()
+    assert a.config_hash() != validate_config({**base, "coach": {"temperature": 0.5}}).config_hash()

@@ -2,8 +2,6 @@
 
 from pathlib import Path
 
-import pytest
-
 from mappa.cli import main
 from mappa.config import load_config
 from mappa.core.types import ActionScore
@@ -51,28 +49,6 @@ def test_cli_prints_a_trajectory_and_names_a_missing_one(tmp_path, trajectory, c
     assert main(["inspect", "r1", "--root", str(tmp_path), "--iteration", "0"]) == 0
 
 
-@pytest.fixture
-def s3_root(monkeypatch):
-    """A bucket on moto's S3 server on loopback; s3fs finds it through AWS_ENDPOINT_URL."""
-    from moto.server import ThreadedMotoServer
-
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    for name, value in {
-        "AWS_ENDPOINT_URL": f"http://{host}:{port}",
-        "AWS_ACCESS_KEY_ID": "test",
-        "AWS_SECRET_ACCESS_KEY": "test",
-        "AWS_DEFAULT_REGION": "us-east-1",
-    }.items():
-        monkeypatch.setenv(name, value)
-    import boto3
-
-    boto3.client("s3").create_bucket(Bucket="mappa")
-    yield "s3://mappa/runs"
-    server.stop()
-
-
 def test_cli_plots_the_curves_of_a_local_run(synthetic_run, tmp_path, capsys):
     target = tmp_path / "plots" / "curves.png"
     argv = ["inspect", synthetic_run.run_id, "--root", synthetic_run.store.root, "--plot", str(target)]
@@ -81,7 +57,8 @@ def test_cli_plots_the_curves_of_a_local_run(synthetic_run, tmp_path, capsys):
     assert f"curves of 2 iteration(s): {target}" in capsys.readouterr().out
 
 
-def test_cli_plots_the_curves_of_an_s3_run(synthetic_run, s3_root, tmp_path, capsys):
+def test_cli_plots_the_curves_of_an_s3_run(synthetic_run, moto_s3, tmp_path, capsys):
+    s3_root = moto_s3.root
     s3 = ArtifactStore(s3_root)
     s3.put_folder(Path(synthetic_run.store.path(synthetic_run.run_id)), synthetic_run.run_id)
     target = tmp_path / "s3-curves.png"
