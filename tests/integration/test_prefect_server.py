@@ -42,9 +42,13 @@ def prefect_server(tmp_path_factory):
     """`prefect server start` on a free loopback port with its own PREFECT_HOME; yields the API URL."""
     home = tmp_path_factory.mktemp("prefect-home")
     port = _free_port()
+    url = f"http://127.0.0.1:{port}/api"
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
     env.update(
-        PREFECT_HOME=str(home), PREFECT_SERVER_ANALYTICS_ENABLED="false", PREFECT_LOGGING_LEVEL="WARNING"
+        PREFECT_HOME=str(home),
+        PREFECT_SERVER_ANALYTICS_ENABLED="false",
+        PREFECT_LOGGING_LEVEL="WARNING",
+        PREFECT_UI_API_URL=url,  # what the browser asks (default: port 4200)
     )
     log = open(home / "server.log", "wb")  # closed below
     prefect = str(Path(sys.executable).with_name("prefect"))
@@ -55,7 +59,6 @@ def prefect_server(tmp_path_factory):
         stderr=subprocess.STDOUT,
         start_new_session=True,
     )
-    url = f"http://127.0.0.1:{port}/api"
     deadline = time.monotonic() + 180
     while time.monotonic() < deadline:
         try:
@@ -167,7 +170,8 @@ def test_failed_stage_retried_from_prefect_skips_finished_stages(tmp_path, tiny_
             )
             failed = _wait_final(prefect_server, flow_run_id)
             assert failed["state"]["type"] == "FAILED", (failed["state"], serve.output()[-3000:])
-            _wait_for_text(serve, "Process exited")  # the runner is done with the failed attempt
+            _wait_for_text(serve, "Process exited")  # the failed attempt's process is gone;
+            time.sleep(5)  # the runner then proposes Crashed, which would override an earlier retry
             failed = _flow_run(prefect_server, flow_run_id)
             run = Run.open(str(tmp_path / "runs"), "ui-run")
             assert run.stage_complete(0, "rollout") and not run.stage_complete(0, "score")

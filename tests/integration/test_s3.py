@@ -8,7 +8,7 @@ back from S3, the resumed flow run's finished tasks must show as Cached (Prefect
 and `mappa inspect` prints the run, an iteration, a trajectory and the curves from S3 in fresh processes.
 
 Leak check: no secret value appears in any object of the bucket (all bytes), the child processes' output,
-Ray's session logs, or the Prefect server's flow runs, task runs and logs of this run.
+Ray's session logs, or the Prefect server's flow runs, task runs, logs and artifacts of this run.
 Not covered: secrets that a model writes into its own output (the sandbox gets no secrets: test_sandbox).
 """
 
@@ -93,16 +93,17 @@ def bucket_objects(bucket: str) -> dict[str, bytes]:
 
 def prefect_records(api_url: str, run_id: str) -> tuple[list[dict], list[dict], list[dict], bytes]:
     """This run's `mappa-train` flow runs and their task runs, the result-storage blocks, and all the
-    server holds on them (with their logs) as bytes."""
+    server holds on them (with their logs and report artifacts) as bytes."""
     flow_filter = {"flows": {"name": {"any_": ["mappa-train"]}}, "sort": "EXPECTED_START_TIME_DESC"}
     flow_runs = httpx.post(f"{api_url}/flow_runs/filter", json=flow_filter, timeout=30).json()
     flow_runs = [f for f in flow_runs if f["parameters"].get("run_id") == run_id]
     ids = {"any_": [f["id"] for f in flow_runs]}
     task_runs = httpx.post(f"{api_url}/task_runs/filter", json={"flow_runs": {"id": ids}}, timeout=30).json()
     logs = httpx.post(f"{api_url}/logs/filter", json={"logs": {"flow_run_id": ids}}, timeout=30).json()
+    artifacts = httpx.post(f"{api_url}/artifacts/filter", json={"flow_runs": {"id": ids}}, timeout=30).json()
     blocks = {"block_types": {"slug": {"any_": ["remote-file-system"]}}, "include_secrets": True}
     blocks = httpx.post(f"{api_url}/block_documents/filter", json=blocks, timeout=30).json()
-    dump = yaml.safe_dump([flow_runs, task_runs, logs, blocks]).encode()
+    dump = json.dumps([flow_runs, task_runs, logs, artifacts, blocks]).encode()
     return flow_runs, task_runs, blocks, dump
 
 
@@ -171,8 +172,33 @@ def check_inspect(run: Run, root: str, env: dict[str, str], folder: Path) -> str
     return "\n".join([summary, iteration, trajectory, curves])
 
 
+def check_prefect(api_url: str, run_id: str, root: str) -> bytes:
+    """The resumed flow run found iteration 0's task results on S3 (Cached) and ran iteration 1; the saved
+    result-storage block holds the root only. Returns all the server holds on this run, for the leak scan."""
+    flow_runs, task_runs, blocks, dump = prefect_records(api_url, run_id)
+    assert len(flow_runs) == 2, [f["parameters"] for f in flow_runs]  # the killed run and the resumed one
+    assert {"basepath": root, "settings": {}} in [b["data"] for b in blocks], blocks
+    assert f"run {run_id} -> {root}/{run_id}".encode() in dump, "no flow logs reached the server"
+    assert f"mappa-{run_id}-report".encode() in dump, "no report artifacts reached the server"
+    resumed = [f["id"] for f in flow_runs if f["parameters"].get("resume_root") == root]
+    states = {t["name"]: t["state"]["name"] for t in task_runs if t["flow_run_id"] in resumed}
+    stages = (*STAGE_OUTPUTS, "report")
+    assert {name: states.get(f"{name}-0") for name in stages} == dict.fromkeys(stages, "Cached"), states
+    assert {name: states.get(f"{name}-1") for name in stages} == dict.fromkeys(stages, "Completed"), states
+    return dump
+
+
 def find_secrets(where: str, blob: bytes, values: dict[str, str]) -> list[str]:
     return [f"{name} in {where}" for name, value in values.items() if value.encode() in blob]
+
+
+def scan_ray_logs(folder: Path, values: dict[str, str]) -> list[str]:
+    """Every file of a child's Ray temp folder (session logs of the driver, raylet, GCS and workers)."""
+    found = []
+    for path in folder.rglob("*"):
+        if path.is_file() and not path.is_symlink():
+            found += find_secrets(str(path), path.read_bytes(), values)
+    return found
 
 
 def test_s3_run_killed_resumed_and_read_back_without_leaking_secrets(
@@ -181,14 +207,14 @@ def test_s3_run_killed_resumed_and_read_back_without_leaking_secrets(
     run_id = f"s3-{uuid.uuid4().hex[:8]}"  # finds this run's flow runs on the session's Prefect server
     coach_key = "sk-test-" + secrets.token_urlsafe(24)
     env = child_env(prefect_api_url, **{COACH_KEY_ENV: coach_key})
+    env["PREFECT_LOGGING_LEVEL"] = "INFO"  # mappa's default: flow logs reach the server (and are scanned)
     values = {name: moto_s3.env[name] for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")}
     values[COACH_KEY_ENV] = coach_key
     config = write_config(tmp_path, tiny_model, coach_server.base_url, moto_s3.root)
-    store = ArtifactStore(moto_s3.root)
 
     started = time.monotonic()
     train = MappaProcess(["train", str(config), "--run-id", run_id], env, tmp_path / "train.txt")
-    kill_when_started(store, run_id, train, 1, "rollout")
+    kill_when_started(ArtifactStore(moto_s3.root), run_id, train, 1, "rollout")
     kinds = Counter((e["iteration"], e["stage"], e["kind"]) for e in Run.open(moto_s3.root, run_id).events())
     assert kinds[(1, "rollout", "started")] == 1 and kinds[(1, "rollout", "finished")] == 0, kinds
     resume = MappaProcess(["resume", run_id, "--root", moto_s3.root], env, tmp_path / "resume.txt")
@@ -198,15 +224,8 @@ def test_s3_run_killed_resumed_and_read_back_without_leaking_secrets(
 
     run = Run.open(moto_s3.root, run_id)
     objects = bucket_objects(moto_s3.bucket)
-    actions = check_artifacts(run, objects)
-    assert sum(coach_server.state.answered.values()) == actions, "the coach answered a chat twice"
-    flow_runs, task_runs, blocks, prefect_dump = prefect_records(prefect_api_url, run_id)
-    assert {"basepath": moto_s3.root, "settings": {}} in [b["data"] for b in blocks], blocks
-    resumed = [f["id"] for f in flow_runs if f["parameters"].get("resume_root") == moto_s3.root]
-    states = {t["name"]: t["state"]["name"] for t in task_runs if t["flow_run_id"] in resumed}
-    stages = (*STAGE_OUTPUTS, "report")
-    assert {name: states.get(f"{name}-0") for name in stages} == dict.fromkeys(stages, "Cached"), states
-    assert {name: states.get(f"{name}-1") for name in stages} == dict.fromkeys(stages, "Completed"), states
+    assert sum(coach_server.state.answered.values()) == check_artifacts(run, objects), "a chat asked twice"
+    prefect_dump = check_prefect(prefect_api_url, run_id, moto_s3.root)
     printed = check_inspect(run, moto_s3.root, env, tmp_path)
 
     leaks = [hit for key, blob in objects.items() for hit in find_secrets(f"s3://mappa/{key}", blob, values)]
@@ -214,11 +233,7 @@ def test_s3_run_killed_resumed_and_read_back_without_leaking_secrets(
     leaks += find_secrets("mappa inspect's output", printed.encode(), values)
     leaks += find_secrets("the Prefect server", prefect_dump, values)
     leaks += find_secrets("config.yaml", config.read_bytes(), values)
-    ray_logs = Path(env["MAPPA_RAY_TMP"])
-    for path in ray_logs.rglob("*"):
-        if path.is_file() and not path.is_symlink():
-            leaks += find_secrets(str(path), path.read_bytes(), values)
-    shutil.rmtree(ray_logs, ignore_errors=True)
+    leaks += scan_ray_logs(Path(env["MAPPA_RAY_TMP"]), values)
+    shutil.rmtree(env["MAPPA_RAY_TMP"], ignore_errors=True)
     assert not leaks, leaks
-    assert len(objects) > 100 and len(flow_runs) == 2 and task_runs
     print(f"scanned {len(objects)} objects ({sum(map(len, objects.values())) / 1e6:.1f} MB) and the logs")

@@ -66,3 +66,16 @@ def test_reopening_a_run_with_another_config_is_refused(tmp_path):
     else:
         raise AssertionError("a changed config must not reuse a run id")
     assert Run.open(str(tmp_path), "r1").config.config_hash() == config.config_hash()
+
+
+def test_s3_store_sees_what_another_process_wrote_after_it_listed(moto_s3):
+    """A run is written by several processes (flow, Ray workers) and watched by others: no stale listings."""
+    import s3fs
+
+    store = ArtifactStore(moto_s3.root)
+    store.write_text("{}", "run", "events", "1.json")
+    assert store.list("run", "events") == ["1.json"]
+    other_process = s3fs.S3FileSystem(skip_instance_cache=True)
+    other_process.pipe_file(f"{moto_s3.bucket}/runs/run/events/2.json", b"{}")
+    assert store.list("run", "events") == ["1.json", "2.json"]
+    assert store.exists("run", "events", "2.json")
