@@ -47,8 +47,8 @@ def train(
     logger = get_run_logger()
     logger.info("run %s -> %s", run.run_id, run.store.url(run.run_id))
     root = config.storage.root
-    stages = [configure_stage(stage, config) for stage in STAGES]
-    publish = configure_stage(report, config)
+    stages = [configure_stage(stage, config, run.run_id) for stage in STAGES]
+    publish = configure_stage(report, config, run.run_id)
     try:
         for iteration in range(config.iterations):
             for stage in stages:

@@ -3,7 +3,8 @@
 A stage task's cache key is the hash of the manifest the stage would write (`Run.expected_manifest`: run,
 iteration, stage, config hash, code version, the hashes of its inputs), so Prefect reuses a task's result
 exactly when the manifests say the stage is complete. Results persist inside the run, next to the stage's
-artifacts (`{run}/iter-0003/<stage>/_prefect/<key>`): deleting a stage's folder forgets both at once, and a
+artifacts (`{run}/iter-0003/<stage>/_prefect/<key>`; Prefect keeps a failed attempt's error under
+`{run}/<random id>`): deleting a stage's folder forgets both at once, and a
 new flow run, `prefect flow-run retry`, a flow's `retries` and the UI's Retry all find finished stages
 there (their task runs show as Cached).
 
@@ -23,13 +24,13 @@ from mappa.storage.run import Run, code_version, iteration_name
 
 
 def stage_cache_key(context: Any, parameters: dict[str, Any]) -> str:
-    """`{run_id}/iter-0003/<stage>/_prefect/<hash of the expected manifest>` (a path under the root)."""
+    """`iter-0003/<stage>/_prefect/<hash of the expected manifest>` (a path under the run's folder)."""
     stage = context.task.name
     run = Run.open(parameters["root"], parameters["run_id"])
     iteration = parameters["iteration"]
     expected = run.expected_manifest(iteration, stage)
     digest = hashlib.sha256(json.dumps(expected, sort_keys=True).encode()).hexdigest()[:32]
-    return f"{run.run_id}/{iteration_name(iteration)}/{stage}/_prefect/{digest}"
+    return f"{iteration_name(iteration)}/{stage}/_prefect/{digest}"
 
 
 def report_cache_key(context: Any, parameters: dict[str, Any]) -> str:
@@ -38,11 +39,12 @@ def report_cache_key(context: Any, parameters: dict[str, Any]) -> str:
     iteration = parameters["iteration"]
     source = json.dumps([run.output_hash(iteration, "update"), code_version()])
     digest = hashlib.sha256(source.encode()).hexdigest()[:32]
-    return f"{run.run_id}/{iteration_name(iteration)}/report/_prefect/{digest}"
+    return f"{iteration_name(iteration)}/report/_prefect/{digest}"
 
 
-def result_storage(root: str) -> Path | RemoteFileSystem:
-    """Where task results persist: the artifact root itself (a local folder or any fsspec URL).
+def result_storage(root: str, run_id: str) -> Path | RemoteFileSystem:
+    """Where a run's task results persist: its folder under the artifact root (a local folder or any fsspec
+    URL).
 
     A remote root becomes a `RemoteFileSystem` block saved on the Prefect server as
     `mappa-results-<hash of the root>` (Prefect refuses unsaved blocks as result storage). The block holds

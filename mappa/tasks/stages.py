@@ -54,11 +54,11 @@ def report(root: str, run_id: str, iteration: int) -> dict[str, Any]:
 STAGES = (rollout, score, advantages, update)
 
 
-def configure_stage(stage: Task, config: RunConfig) -> Task:
+def configure_stage(stage: Task, config: RunConfig, run_id: str) -> Task:
     """The stage task with this run's retries (exponential backoff) and result storage."""
     delays = config.retries.delays(stage.name)
     return stage.with_options(
         retries=len(delays),
         retry_delay_seconds=delays or 0,
-        result_storage=result_storage(config.storage.root),
+        result_storage=result_storage(config.storage.root, run_id),
     )

@@ -190,12 +190,6 @@ def test_failed_stage_retried_from_prefect_skips_finished_stages(tmp_path, tiny_
             assert done["state"]["type"] == "COMPLETED", (done["state"], serve.output()[-3000:])
         finally:
             serve.kill()  # before the server goes (PITFALLS: serve hangs on a vanished server)
-    if shutil.which("chromium"):
-        shot = Path(os.environ.get("MAPPA_UI_SCREENSHOT", tmp_path / "flow-run.png"))
-        report = shot.with_name(f"{shot.stem}-report.png")
-        _screenshot(prefect_server, f"runs/flow-run/{flow_run_id}", shot)
-        _screenshot(prefect_server, "artifacts/key/mappa-ui-run-report", report)
-        assert shot.stat().st_size > 10_000 and report.stat().st_size > 10_000
 
     kinds = Counter((e["stage"], e["kind"]) for e in run.events())
     assert kinds[("rollout", "started")] == kinds[("rollout", "finished")] == 1, kinds
@@ -216,3 +210,10 @@ def test_failed_stage_retried_from_prefect_skips_finished_stages(tmp_path, tiny_
     assert states["update-0"] == "Completed" and states["report-0"] == "Completed", states
     artifacts = httpx.post(f"{prefect_server}/artifacts/filter", json={}, timeout=10).json()
     assert {"mappa-ui-run-agents", "mappa-ui-run-report"} <= {a["key"] for a in artifacts}, artifacts
+    if shutil.which("chromium"):  # what a user sees: the run's page and the iteration's report
+        shot = Path(os.environ.get("MAPPA_UI_SCREENSHOT", tmp_path / "flow-run.png"))
+        report = shot.with_name(f"{shot.stem}-report.png")
+        report_id = next(a["id"] for a in artifacts if a["key"] == "mappa-ui-run-report")
+        _screenshot(prefect_server, f"runs/flow-run/{flow_run_id}", shot)
+        _screenshot(prefect_server, f"artifacts/artifact/{report_id}", report)
+        assert shot.stat().st_size > 10_000 and report.stat().st_size > 10_000
