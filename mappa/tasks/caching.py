@@ -47,13 +47,13 @@ def result_storage(root: str, run_id: str) -> Path | RemoteFileSystem:
     URL).
 
     A remote root becomes a `RemoteFileSystem` block saved on the Prefect server as
-    `mappa-results-<hash of the root>` (Prefect refuses unsaved blocks as result storage). The block holds
-    the root only: credentials come from the environment (as for the artifact store), never from the
+    `mappa-results-<hash of the run's URL>` (Prefect refuses unsaved blocks as result storage). The block
+    holds that URL only: credentials come from the environment (as for the artifact store), never from the
     block's settings, so nothing secret reaches the server.
     """
     if "://" not in root:
-        return Path(root).expanduser().resolve()
-    basepath = root.rstrip("/")
+        return Path(root).expanduser().resolve() / run_id
+    basepath = f"{root.rstrip('/')}/{run_id}"
     block = RemoteFileSystem(basepath=basepath)
     block.save(f"mappa-results-{hashlib.sha256(basepath.encode()).hexdigest()[:12]}", overwrite=True)
     return block

@@ -177,7 +177,7 @@ def check_prefect(api_url: str, run_id: str, root: str) -> bytes:
     result-storage block holds the root only. Returns all the server holds on this run, for the leak scan."""
     flow_runs, task_runs, blocks, dump = prefect_records(api_url, run_id)
     assert len(flow_runs) == 2, [f["parameters"] for f in flow_runs]  # the killed run and the resumed one
-    assert {"basepath": root, "settings": {}} in [b["data"] for b in blocks], blocks
+    assert {"basepath": f"{root}/{run_id}", "settings": {}} in [b["data"] for b in blocks], blocks
     assert f"run {run_id} -> {root}/{run_id}".encode() in dump, "no flow logs reached the server"
     assert f"mappa-{run_id}-report".encode() in dump, "no report artifacts reached the server"
     resumed = [f["id"] for f in flow_runs if f["parameters"].get("resume_root") == root]
