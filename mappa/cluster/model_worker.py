@@ -20,14 +20,10 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from transformers import AutoTokenizer
 
 from mappa.config import AlgoConfig, EngineConfig, TrainerConfig
 from mappa.inference.engine import SamplingParams
-from mappa.inference.hf import HFEngine
-from mappa.inference.prepare import resolve_model
 from mappa.storage.store import ArtifactStore
-from mappa.trainer.torch_trainer import TorchTrainer, TrainSample
 
 
 def release_freed_memory() -> None:
@@ -61,6 +57,14 @@ class ModelWorker:
         self._load(*self._init_args)
 
     def _load(self, model, trainable, trainer, algo, engine, seed) -> None:
+        # transformers loads here, in the worker: the driver that creates workers never needs it (seconds
+        # of start-up saved per `mappa` command).
+        from transformers import AutoTokenizer
+
+        from mappa.inference.hf import HFEngine
+        from mappa.inference.prepare import resolve_model
+        from mappa.trainer.torch_trainer import TorchTrainer
+
         path = resolve_model(model)
         self.tokenizer = AutoTokenizer.from_pretrained(path)
         if self.tokenizer.pad_token_id is None:
@@ -118,6 +122,8 @@ class ModelWorker:
 
     def train(self, samples: list[dict[str, Any]], seed: int) -> dict[str, float]:
         self.weights_iteration = -1  # changed weights, not yet saved: a retry must reload a checkpoint
+        from mappa.trainer.torch_trainer import TrainSample
+
         metrics = self.trainer.train([TrainSample(**s) for s in samples], seed=seed)
         self.engine.update_weights(self.trainer.policy.state_dict())
         release_freed_memory()

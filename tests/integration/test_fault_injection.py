@@ -1,16 +1,16 @@
 """Kill a run with SIGKILL inside each stage, resume it, and check that nothing was lost or done twice.
 
-Each case starts `mappa train` in a child process (its own Ray, the session's Prefect server, a scripted
-OpenAI-compatible coach on loopback), kills the whole process tree inside one stage, runs `mappa resume`,
-and checks: the run completes; every stage finished exactly once and only the killed stage started twice
-(the run's events); every update agent trained once per iteration; the coach answered each chat at most
-once (a dropped, unanswered request may be asked again); every artifact reads back; and the final weights
-equal those of the same run never interrupted (CPU, fixed seed).
+`mappa train` runs in a child process (its own Ray, the session's Prefect server, a scripted
+OpenAI-compatible coach on loopback) and its whole process tree is killed inside the score stage; each
+`mappa resume` is then killed inside the next stage (update, rollout, advantages), and a last resume
+finishes the run. Checked: the run completes; every stage finished exactly once and only the killed
+stages started twice (the run's events); every update agent trained once per iteration; the coach
+answered each chat at most once (a dropped, unanswered request may be asked again); every artifact reads
+back; and the final weights equal those of the same run never interrupted (CPU, fixed seed).
 """
 
 from __future__ import annotations
 
-import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -90,49 +90,49 @@ def kill_when(run_dir: Path, process: MappaProcess, iteration: int, stage: str, 
         time.sleep(0.02)
 
 
-CASES = {  # stage -> (iteration, event that must have happened inside the stage before the kill)
-    "rollout": (1, None),
-    "score": (0, None),  # killed by the coach server itself, at its third request
-    "advantages": (1, None),
-    "update": (1, "agent-finished"),
-}
+KILLS = (  # (stage, iteration, event that must have happened inside the stage before the kill), in run order
+    ("score", 0, None),  # killed by the coach server itself, at its third request
+    ("update", 0, "agent-finished"),  # one agent trained and checkpointed, the others not
+    ("rollout", 1, None),  # fresh workers must roll out with iteration 0's checkpoints
+    ("advantages", 1, None),
+)
 
 
-@pytest.mark.parametrize("stage", list(CASES))
-def test_killed_stage_resumes_without_redoing_work(
-    stage, tmp_path, tiny_model, prefect_api_url, uninterrupted
-):
-    iteration, extra = CASES[stage]
+def test_killed_in_every_stage_and_resumed(tmp_path, tiny_model, prefect_api_url, uninterrupted):
+    """One run, SIGKILLed inside each stage in turn (each `mappa resume` is killed in the next one), then
+    resumed to the end."""
     env = child_env(prefect_api_url)
+    root = tmp_path / "runs"
     with CoachServer() as server:
         config = write_config(tmp_path, tiny_model, server.base_url)
-        run_dir = tmp_path / "runs" / RUN_ID
-        process = MappaProcess(["train", str(config), "--run-id", RUN_ID], env, tmp_path / "killed.txt")
-        if stage == "score":
-            server.state.before_answer = lambda number: number < 3 or process.kill() or False
-            assert process.wait(TIMEOUT_S) != 0, "the run should have been killed in its score stage"
-        else:
-            watcher = threading.Thread(target=kill_when, args=(run_dir, process, iteration, stage, extra))
-            watcher.start()
-            watcher.join(TIMEOUT_S)
-        events = Run.open(str(tmp_path / "runs"), RUN_ID).events()
-        kinds = Counter((e["iteration"], e["stage"], e["kind"]) for e in events)
-        assert kinds[(iteration, stage, "started")] == 1, f"not killed inside {stage}: {sorted(kinds)}"
-        assert kinds[(iteration, stage, "finished")] == 0, f"{stage} finished before the kill"
-
-        server.state.before_answer = None
-        resume = MappaProcess(
-            ["resume", RUN_ID, "--root", str(tmp_path / "runs")], env, tmp_path / "resume.txt"
-        )
-        assert resume.wait(TIMEOUT_S) == 0, resume.output()
+        args = ["train", str(config), "--run-id", RUN_ID]
+        for attempt, (stage, iteration, extra) in enumerate(KILLS):
+            process = MappaProcess(args, env, tmp_path / f"attempt-{attempt}.txt")
+            if stage == "score":
+                server.state.before_answer = lambda number, doomed=process: (
+                    number < 3 or doomed.kill() or False
+                )
+                assert process.wait(TIMEOUT_S) != 0, "the run should have been killed in its score stage"
+                server.state.before_answer = None
+            else:
+                kill_when(root / RUN_ID, process, iteration, stage, extra)
+            kinds = Counter(
+                (e["iteration"], e["stage"], e["kind"]) for e in Run.open(str(root), RUN_ID).events()
+            )
+            assert kinds[(iteration, stage, "started")] == 1, f"not killed inside {stage}: {sorted(kinds)}"
+            assert kinds[(iteration, stage, "finished")] == 0, f"{stage} finished before the kill"
+            args = ["resume", RUN_ID, "--root", str(root)]
+        last = MappaProcess(args, env, tmp_path / "last.txt")
+        assert last.wait(TIMEOUT_S) == 0, last.output()
         answered = server.state.answered
 
-    run = Run.open(str(tmp_path / "runs"), RUN_ID)
+    run = Run.open(str(root), RUN_ID)
+    killed = {(iteration, stage) for stage, iteration, _ in KILLS}
     kinds = Counter((e["iteration"], e["stage"], e["kind"]) for e in run.events())
     for it in (0, 1):
         for name in STAGE_OUTPUTS:
             assert kinds[(it, name, "finished")] == 1, (it, name, kinds)
-            assert kinds[(it, name, "started")] == (2 if (it, name) == (iteration, stage) else 1), (it, name)
+            assert kinds[(it, name, "started")] == (2 if (it, name) in killed else 1), (it, name, kinds)
     agents_trained = Counter(
         (e["iteration"], e["agent"]) for e in run.events() if e["kind"] == "agent-finished"
     )
@@ -149,7 +149,7 @@ def test_killed_stage_resumes_without_redoing_work(
         assert (scores["parse_status"] == "ok").all()
         assert len(run.store.read_parquet(*run.output_parts(it, "advantages"))) == len(scores)
 
-    resumed = final_weights(tmp_path / "runs")
+    resumed = final_weights(root)
     for seat in SEATS:
         for name, tensor in uninterrupted[seat].items():
             assert torch.equal(resumed[seat][name], tensor), (
