@@ -173,6 +173,17 @@ class StorageConfig(_Section):
     root: str = "runs"
     """A local folder or an fsspec URL such as s3://bucket/prefix."""
 
+    @field_validator("root")
+    @classmethod
+    def _no_credentials_in_url(cls, root: str) -> str:
+        if "://" in root and "@" in root.split("://", 1)[1].split("/", 1)[0]:
+            raise ValueError(
+                "credentials in the URL would be stored with the run; give the bare URL "
+                "(s3://bucket/prefix) and put credentials in the environment (AWS_ACCESS_KEY_ID, "
+                "AWS_SECRET_ACCESS_KEY, AWS_ENDPOINT_URL)"
+            )
+        return root
+
 
 class ClusterConfig(_Section):
     """Ray: a local cluster unless RAY_ADDRESS (or `address`) names one."""

@@ -49,3 +49,14 @@ def test_a_key_given_as_api_key_env_is_refused_and_not_repeated():
     with pytest.raises(ConfigError, match=r"coach\.api_key_env.*name of an environment variable") as error:
         validate_config({"agents": SEATS, "coach": {"api_key_env": COACH_KEY}})
     assert COACH_KEY not in str(error.value)
+
+
+def test_credentials_in_the_storage_url_are_refused_without_echoing_them():
+    from mappa.config import ConfigError, validate_config
+
+    agents = {seat: {"model": "m"} for seat in ("solver", "executor", "verifier")}
+    with pytest.raises(ConfigError) as error:
+        validate_config({"agents": agents, "storage": {"root": "s3://AKIAEXAMPLE:s3cr3tvalue@bucket/runs"}})
+    assert "environment" in str(error.value)
+    assert "s3cr3tvalue" not in str(error.value)
+    assert validate_config({"agents": agents, "storage": {"root": "s3://bucket/runs"}}).storage.root
