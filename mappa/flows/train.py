@@ -52,7 +52,10 @@ def train(
     try:
         for iteration in range(config.iterations):
             for stage in stages:
-                manifest = stage(root, run.run_id, iteration)
+                state = stage(root, run.run_id, iteration, return_state=True)
+                manifest = state.result()  # a failed stage raises here, failing the flow run
+                if state.name == "Cached":  # Prefect's cache answered: the stage is complete
+                    manifest = {**manifest, "skipped": True}
                 logger.info(describe_stage(stage.name, iteration, manifest))
             publish(root, run.run_id, iteration)
             every = config.rollout.eval_every

@@ -90,6 +90,8 @@ def test_second_run_with_same_id_skips_finished_stages(finished_run):
 
     run, _, path = finished_run
     before = {(i, s): run.read_manifest(i, s)["finished_at"] for i in (0, 1) for s in STAGE_OUTPUTS}
+    started = sum(e["kind"] == "started" for e in run.events())
     train(config_path=str(path), run_id="it-run")
     after = {(i, s): run.read_manifest(i, s)["finished_at"] for i in (0, 1) for s in STAGE_OUTPUTS}
     assert before == after
+    assert sum(e["kind"] == "started" for e in run.events()) == started  # Prefect's cache answered
