@@ -44,16 +44,25 @@ STAGE_INPUTS = {
 }
 
 
-@cache
 def code_version() -> str:
-    """mappa's version plus a hash of its source files, so a code change invalidates finished stages."""
+    """The mappa release a stage was computed with: a finished stage is redone after an upgrade.
+
+    Local edits of an installed checkout keep the version (a researcher changing a log line must not lose
+    a day of finished stages); each manifest also records `source_hash` so such runs stay traceable.
+    """
+    return mappa.__version__
+
+
+@cache
+def source_hash() -> str:
+    """A hash of mappa's source files (recorded in every manifest, not checked)."""
     digest = hashlib.sha256()
     package = Path(mappa.__file__).parent
     for path in sorted(package.rglob("*")):
         if path.suffix in {".py", ".txt"} and "__pycache__" not in path.parts:
             digest.update(str(path.relative_to(package)).encode())
             digest.update(path.read_bytes())
-    return f"{mappa.__version__}+{digest.hexdigest()[:12]}"
+    return digest.hexdigest()[:12]
 
 
 def iteration_name(iteration: int) -> str:
@@ -139,6 +148,7 @@ class Run:
             **self.expected_manifest(iteration, stage),
             "output": self.store.url(*self.output_parts(iteration, stage)),
             "output_sha256": self.output_hash(iteration, stage),
+            "source_hash": source_hash(),
             "rows": rows,
             "timings": timings,
             "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

@@ -55,6 +55,20 @@ def test_manifest_marks_stage_complete_and_detects_changes(tmp_path):
     assert not run.stage_complete(0, "score")
 
 
+def test_local_source_edits_keep_stages_but_a_new_release_redoes_them(tmp_path):
+    config = load_config("configs/mathchat-cpu.yaml", [f"storage.root={tmp_path}"])
+    run = Run.create(config, "r1")
+    run.store.write_parquet(pd.DataFrame({"a": [1]}), *run.output_parts(0, "rollout"))
+    manifest = run.write_manifest(0, "rollout", rows=1, timings={})
+    assert len(manifest["source_hash"]) == 12
+    run.store.write_json(
+        {**manifest, "source_hash": "edited-since"}, *run.parts(0, "rollout", "_manifest.json")
+    )
+    assert run.stage_complete(0, "rollout")
+    run.store.write_json({**manifest, "code_version": "0.0.1"}, *run.parts(0, "rollout", "_manifest.json"))
+    assert not run.stage_complete(0, "rollout")
+
+
 def test_reopening_a_run_with_another_config_is_refused(tmp_path):
     config = load_config("configs/mathchat-cpu.yaml", [f"storage.root={tmp_path}"])
     Run.create(config, "r1")
