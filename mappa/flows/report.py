@@ -47,23 +47,10 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.exceptions import MissingContextError
 from prefect.logging import get_run_logger
 
-from mappa.storage.curves import plot_curves, run_curves
+from mappa.storage.curves import SCORE_STATS, TRAINER_METRICS, plot_curves, run_curves
 from mappa.storage.run import STAGE_OUTPUTS, Run
 
-AGENT_COLUMNS = (
-    "agent",
-    "actions",
-    "mean_score",
-    "std_score",
-    "min_score",
-    "max_score",
-    "kl",
-    "loss",
-    "clip_fraction",
-    "approx_kl",
-    "grad_norm",
-    "tokens_per_s",
-)
+AGENT_COLUMNS = ("agent", *SCORE_STATS, *TRAINER_METRICS)
 
 
 def artifact_key(run_id: str, kind: str) -> str:

@@ -23,18 +23,9 @@ from matplotlib.figure import Figure
 
 from mappa.storage.run import Run
 
+SCORE_STATS = ("actions", "mean_score", "std_score", "min_score", "max_score")
 TRAINER_METRICS = ("kl", "loss", "clip_fraction", "approx_kl", "grad_norm", "tokens_per_s")
-COLUMNS = (
-    "iteration",
-    "agent",
-    "actions",
-    "mean_score",
-    "std_score",
-    "min_score",
-    "max_score",
-    *TRAINER_METRICS,
-    "success_rate",
-)
+COLUMNS = ("iteration", "agent", *SCORE_STATS, *TRAINER_METRICS, "success_rate")
 # (column, title) of each small multiple; success rate is one line for the team, the others one per agent.
 PANELS = (
     ("mean_score", "mean coach score (bars: ±1 std)"),
