@@ -22,6 +22,7 @@ import pytest
 import yaml
 from mappa_process import MappaProcess, child_env
 from openai_test_server import CoachServer
+from prefect_api import api
 
 from mappa.storage.run import Run
 
@@ -79,7 +80,7 @@ def prefect_server(tmp_path_factory):
 
 
 def _flow_run(api_url: str, flow_run_id: str) -> dict:
-    return httpx.get(f"{api_url}/flow_runs/{flow_run_id}", timeout=10).json()
+    return api("GET", f"{api_url}/flow_runs/{flow_run_id}").json()
 
 
 def _wait_final(api_url: str, flow_run_id: str, previous_updated: str | None = None) -> dict:
@@ -104,13 +105,13 @@ def _wait_for_text(process: MappaProcess, text: str, timeout: float = 60) -> Non
 def _create_deployment_run(api_url: str, parameters: dict) -> str:
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:  # `mappa serve` registers the deployments once it has started
-        response = httpx.get(f"{api_url}/deployments/name/mappa-train/mappa-train", timeout=10)
+        response = api("GET", f"{api_url}/deployments/name/mappa-train/mappa-train")
         if response.status_code == 200:
             deployment_id = response.json()["id"]
-            created = httpx.post(
+            created = api(
+                "POST",
                 f"{api_url}/deployments/{deployment_id}/create_flow_run",
                 json={"parameters": parameters},
-                timeout=10,
             )
             created.raise_for_status()
             return created.json()["id"]
@@ -120,7 +121,7 @@ def _create_deployment_run(api_url: str, parameters: dict) -> str:
 
 def _screenshot(api_url: str, page: str, target: Path) -> None:
     ui = api_url.removesuffix("/api")
-    settings = httpx.get(f"{ui}/ui-settings", timeout=30).json()  # warm: the page asks this first
+    settings = api("GET", f"{ui}/ui-settings").json()  # warm: the page asks this first
     assert settings["api_url"] == api_url, settings
     profile = target.parent / f"chromium-profile-{target.stem}"
     command = [
@@ -198,17 +199,15 @@ def test_failed_stage_retried_from_prefect_skips_finished_stages(tmp_path, tiny_
         assert kinds[(stage, "started")] == kinds[(stage, "finished")] == 1, kinds
     assert sum(coach.state.answered.values()) == len(run.store.read_parquet(*run.output_parts(0, "score")))
 
-    tasks = httpx.post(
-        f"{prefect_server}/task_runs/filter",
-        json={"flow_runs": {"id": {"any_": [flow_run_id]}}},
-        timeout=10,
+    tasks = api(
+        "POST", f"{prefect_server}/task_runs/filter", json={"flow_runs": {"id": {"any_": [flow_run_id]}}}
     ).json()
     runs = sorted((t["created"], t["name"], t["state"]["name"], t["run_count"]) for t in tasks)
     print("task runs:", *runs, sep="\n  ")
     states = {name: state for _, name, state, _ in runs}  # each task's latest run: the retried attempt
     assert states["rollout-0"] == "Cached", states  # Prefect's cache agrees with the manifest
     assert states["update-0"] == "Completed" and states["report-0"] == "Completed", states
-    artifacts = httpx.post(f"{prefect_server}/artifacts/filter", json={}, timeout=10).json()
+    artifacts = api("POST", f"{prefect_server}/artifacts/filter", json={}).json()
     assert {"mappa-ui-run-agents", "mappa-ui-run-report"} <= {a["key"] for a in artifacts}, artifacts
     if shutil.which("chromium"):  # what a user sees: the run's page and the iteration's report
         shot = Path(os.environ.get("MAPPA_UI_SCREENSHOT", tmp_path / "flow-run.png"))

@@ -25,10 +25,10 @@ from collections import Counter
 from pathlib import Path
 
 import boto3
-import httpx
 import pytest
 import yaml
 from mappa_process import MappaProcess, child_env
+from prefect_api import api
 from safetensors.torch import load
 
 from mappa.storage.run import STAGE_OUTPUTS, Run, iteration_name
@@ -95,14 +95,14 @@ def prefect_records(api_url: str, run_id: str) -> tuple[list[dict], list[dict], 
     """This run's `mappa-train` flow runs and their task runs, the result-storage blocks, and all the
     server holds on them (with their logs and report artifacts) as bytes."""
     flow_filter = {"flows": {"name": {"any_": ["mappa-train"]}}, "sort": "EXPECTED_START_TIME_DESC"}
-    flow_runs = httpx.post(f"{api_url}/flow_runs/filter", json=flow_filter, timeout=30).json()
+    flow_runs = api("POST", f"{api_url}/flow_runs/filter", json=flow_filter).json()
     flow_runs = [f for f in flow_runs if f["parameters"].get("run_id") == run_id]
     ids = {"any_": [f["id"] for f in flow_runs]}
-    task_runs = httpx.post(f"{api_url}/task_runs/filter", json={"flow_runs": {"id": ids}}, timeout=30).json()
-    logs = httpx.post(f"{api_url}/logs/filter", json={"logs": {"flow_run_id": ids}}, timeout=30).json()
-    artifacts = httpx.post(f"{api_url}/artifacts/filter", json={"flow_runs": {"id": ids}}, timeout=30).json()
+    task_runs = api("POST", f"{api_url}/task_runs/filter", json={"flow_runs": {"id": ids}}).json()
+    logs = api("POST", f"{api_url}/logs/filter", json={"logs": {"flow_run_id": ids}}).json()
+    artifacts = api("POST", f"{api_url}/artifacts/filter", json={"flow_runs": {"id": ids}}).json()
     blocks = {"block_types": {"slug": {"any_": ["remote-file-system"]}}, "include_secrets": True}
-    blocks = httpx.post(f"{api_url}/block_documents/filter", json=blocks, timeout=30).json()
+    blocks = api("POST", f"{api_url}/block_documents/filter", json=blocks).json()
     dump = json.dumps([flow_runs, task_runs, logs, artifacts, blocks]).encode()
     return flow_runs, task_runs, blocks, dump
 
