@@ -39,7 +39,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     from mappa.envs.registry import load_env_problems
     from mappa.inference.prepare import resolve_model
 
-    load_env_problems(config.env.train_data)
+    load_env_problems(config.env.type, config.env.train_data)
     for name, agent in config.agents.items():
         console.print(f"[dim]agent {name}: model {resolve_model(agent.model)}[/dim]")
     from mappa.flows.train import new_run_id, train

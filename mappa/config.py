@@ -41,7 +41,25 @@ class MathChatEnvConfig(_Section):
     """How often the Code Executor may write code (it sees stdout/stderr and may try again)."""
 
 
-EnvConfig = Annotated[MathChatEnvConfig, Field(discriminator="type")]
+class DSBenchEnvConfig(_Section):
+    """Data Engineer -> Modeler -> Analyst on tabular modelling tasks over a shared workspace
+    (`mappa.envs.dsbench`)."""
+
+    type: Literal["dsbench"] = "dsbench"
+    train_data: str = "builtin:train"
+    """Tasks to train on: `builtin:train` (the project's offline tasks built from data shipped with
+    scikit-learn) or `dsbench:<path to DSBench's data_modeling folder>[#name1,name2]`."""
+    eval_data: str = "builtin:eval"
+    """Held-out tasks for `mappa evaluate` and the evaluate stage (no task is in both builtin splits)."""
+    max_turns: int = Field(4, ge=1, le=8)
+    """Programs each agent may run per trajectory (the paper: 4); an agent stops early once its files exist
+    and its last program succeeded."""
+    workspace_root: str | None = None
+    """Local folder for the trajectories' workspaces (default: the system's temporary folder); each
+    workspace is removed once its submission is graded."""
+
+
+EnvConfig = Annotated[MathChatEnvConfig | DSBenchEnvConfig, Field(discriminator="type")]
 
 
 class AgentConfig(_Section):
@@ -218,6 +236,7 @@ OPERATIONAL_FIELDS = {
     "": ("storage", "iterations", "cluster", "retries"),
     "coach": ("base_url", "api_key_env", "max_concurrency", "max_retries", "timeout_s"),
     "rollout": ("eval_every",),
+    "env": ("workspace_root",),
 }
 
 
@@ -264,7 +283,7 @@ class RunConfig(_Section):
         data = self.model_dump(mode="json")
         for section, names in OPERATIONAL_FIELDS.items():
             for name in names:
-                (data[section] if section else data).pop(name)
+                (data[section] if section else data).pop(name, None)
         blob = json.dumps(data, sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()[:16]
 

@@ -19,10 +19,12 @@ from __future__ import annotations
 import hashlib
 import json
 import string
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from mappa.core.types import Action, ToolResult, Trajectory
+from mappa.envs.registry import answer_reference
 
 TEMPLATE_DIR = Path(__file__).parent / "templates"
 PLACEHOLDERS = frozenset(
@@ -40,6 +42,8 @@ PLACEHOLDERS = frozenset(
     }
 )
 SYSTEM_MARK, USER_MARK = "<<system>>", "<<user>>"
+# The ground-truth block the coach sees for one action (None: none for this action)
+ReferenceFn = Callable[[Trajectory, Action], str | None]
 
 
 @dataclass(frozen=True)
@@ -182,24 +186,29 @@ def build_requests(
     max_tool_chars: int = 1500,
     max_text_chars: int = 1200,
     max_task_chars: int = 1000,
+    reference_fn: ReferenceFn | None = None,
 ) -> list[CoachRequest]:
     """One `CoachRequest` per action of `trajectory`, rendered through `template`.
 
     `task` is the system's task for this trajectory (usually the problem statement); `roles` maps every
-    agent name to its role, in pipeline order. The reference answer is shown only if `use_ground_truth`.
-    Observation and response are cut to `max_text_chars` each, stdout + stderr to `max_tool_chars`.
+    agent name to its role, in pipeline order. Ground truth is shown only if `use_ground_truth`, and then
+    as `reference_fn(trajectory, action)` says (default: the reference answer, for every action; an env may
+    show it for some actions only, or show computed metrics instead). Observation and response are cut to
+    `max_text_chars` each, stdout + stderr to `max_tool_chars`.
     """
     tpl = load_template(template) if isinstance(template, str) else template
     _check_inputs(trajectory, roles, tpl, use_ground_truth)
+    reference_fn = reference_fn or answer_reference
     task_text, task_note = trim(task, max_task_chars)
-    reference = f"\nREFERENCE ANSWER (ground truth): {trajectory.problem.answer}\n"
-    shared = {
-        "task": task_text + (f"\n[task{task_note}]" if task_note else ""),
-        "reference": reference if use_ground_truth else "",
-    }
+    task_text += f"\n[task{task_note}]" if task_note else ""
     requests = []
     for action in trajectory.actions:
-        values = {**shared, **_action_values(action, roles, max_text_chars, max_tool_chars)}
+        reference = reference_fn(trajectory, action) if use_ground_truth else None
+        values = {
+            "task": task_text,
+            "reference": f"\n{reference}\n" if reference is not None else "",
+            **_action_values(action, roles, max_text_chars, max_tool_chars),
+        }
         messages = [
             {"role": "system", "content": string.Template(tpl.system).substitute(values)},
             {"role": "user", "content": string.Template(tpl.user).substitute(values)},
@@ -210,7 +219,7 @@ def build_requests(
                 trajectory_id=trajectory.id,
                 agent=action.agent,
                 messages=messages,
-                used_ground_truth=use_ground_truth,
+                used_ground_truth=reference is not None,
                 template_version=tpl.version,
                 action=action,
                 trajectory=trajectory,

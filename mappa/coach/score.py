@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from mappa.coach.base import Coach
-from mappa.coach.prompt import CoachRequest, build_requests, load_template
+from mappa.coach.prompt import CoachRequest, ReferenceFn, build_requests, load_template
 from mappa.config import CoachConfig
 from mappa.core.types import ActionScore, Trajectory
 
@@ -23,13 +23,19 @@ def build_all_requests(
     roles: dict[str, str],
     config: CoachConfig,
     task_fn: Callable[[Trajectory], str] = problem_task,
+    reference_fn: ReferenceFn | None = None,
 ) -> list[CoachRequest]:
-    """Requests for every action of every trajectory, in order, through `config.template`."""
+    """Requests for every action of every trajectory, in order, through `config.template`; ground truth as
+    `reference_fn` gives it (default: the reference answer)."""
     template = load_template(config.template)
     requests: list[CoachRequest] = []
     for trajectory in trajectories:
         task = task_fn(trajectory)
-        requests.extend(build_requests(trajectory, task, roles, template, config.use_ground_truth))
+        requests.extend(
+            build_requests(
+                trajectory, task, roles, template, config.use_ground_truth, reference_fn=reference_fn
+            )
+        )
     return requests
 
 
@@ -39,9 +45,10 @@ async def score_trajectories(
     roles: dict[str, str],
     config: CoachConfig,
     task_fn: Callable[[Trajectory], str] = problem_task,
+    reference_fn: ReferenceFn | None = None,
 ) -> list[ActionScore]:
     """One `ActionScore` per action of `trajectories`, in order; raises if the coach breaks alignment."""
-    requests = build_all_requests(trajectories, roles, config, task_fn)
+    requests = build_all_requests(trajectories, roles, config, task_fn, reference_fn)
     scores = await coach.score(requests)
     got = [s.action_id for s in scores]
     want = [r.action_id for r in requests]

@@ -62,15 +62,20 @@ def _score_iteration(run: Run, iteration: int) -> dict[str, Any]:
     cache = AnswerCache(run.store, run.run_id, config.coach.model, cache_settings(config.coach))
     coach = build_coach(config.coach, chat_fn, config.env.type, logprob_fn, cache)
     spec = get_env_spec(config.env.type)
-    scores = asyncio.run(score_trajectories(coach, trajectories, spec.roles, config.coach))
+    reference = spec.coach_reference
+    scores = asyncio.run(
+        score_trajectories(coach, trajectories, spec.roles, config.coach, reference_fn=reference)
+    )
     frame = scores_to_frame(scores)
     run.store.write_parquet(frame, *run.output_parts(iteration, "score"))
     status = Counter(s.parse_status for s in scores)
     agreement = None
     if config.coach.type != "rubric":  # how far an LLM coach agrees with the explicit rules, per agent
         rubric = build_coach(config.coach.model_copy(update={"type": "rubric"}), None, config.env.type)
-        reference = asyncio.run(score_trajectories(rubric, trajectories, spec.roles, config.coach))
-        agreement = agreement_by_agent(scores, reference)
+        ruled = asyncio.run(
+            score_trajectories(rubric, trajectories, spec.roles, config.coach, reference_fn=reference)
+        )
+        agreement = agreement_by_agent(scores, ruled)
     return run.write_manifest(
         iteration,
         "score",

@@ -81,13 +81,17 @@ class Action:
 
 @dataclass(frozen=True)
 class Trajectory:
-    """One multi-agent episode on one problem, with its outcome."""
+    """One multi-agent episode on one problem, with its outcome.
+
+    `correct` is the env's success (MathChat: the right answer; DSBench: a valid submission); `outcome`
+    holds the env's graded figures as JSON-able values (DSBench: task kind, metric, value, fair score)."""
 
     id: str
     problem: Problem
     actions: tuple[Action, ...]
     final_answer: str | None
     correct: bool
+    outcome: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -97,7 +97,7 @@ def evaluation_rows(run: Run, iteration: int) -> list[dict[str, Any]]:
 
 def eval_problems(run: Run) -> list[Problem]:
     source = run.config.env.eval_data
-    problems = load_env_problems(source)
+    problems = load_env_problems(run.config.env.type, source)
     if not problems:
         raise ValueError(f"env.eval_data {source} holds no problems; point it at a held-out data set")
     return problems[: run.config.rollout.eval_problems]

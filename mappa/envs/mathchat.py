@@ -18,7 +18,9 @@ from dataclasses import dataclass, field
 from mappa.agents.agent import Agent, Reply
 from mappa.agents.tool_calls import extract_python_block
 from mappa.core.types import Action, Problem, ToolResult, Trajectory
+from mappa.envs.feedback import clip, describe_result
 from mappa.envs.grading import extract_boxed, grade_answer
+from mappa.envs.registry import EnvSpec, answer_reference
 from mappa.sandbox import SandboxLimits, run_python_async
 
 SEATS = ("solver", "executor", "verifier")
@@ -118,7 +120,7 @@ def solver_observation(problem: Problem) -> str:
 
 def executor_observation(episode: _Episode, turn: int) -> str:
     text = (
-        f"Problem: {episode.problem.question}\n\nProblem Solver's reasoning:\n{_clip(episode.reasoning)}\n\n"
+        f"Problem: {episode.problem.question}\n\nProblem Solver's reasoning:\n{clip(episode.reasoning)}\n\n"
     )
     if turn == 0:
         return text + "Write the Python program."
@@ -126,38 +128,21 @@ def executor_observation(episode: _Episode, turn: int) -> str:
         return text + "Your previous reply had no ```python block. Write the Python program in one."
     return (
         text
-        + f"Your previous program:\n```python\n{_clip(episode.code)}\n```\n"
+        + f"Your previous program:\n```python\n{clip(episode.code)}\n```\n"
         + f"Its result:\n{describe_result(episode.result)}\n\nFix the program."
     )
 
 
 def verifier_observation(episode: _Episode) -> str:
     program = (
-        f"```python\n{_clip(episode.code)}\n```" if episode.code else "(the Code Executor wrote no program)"
+        f"```python\n{clip(episode.code)}\n```" if episode.code else "(the Code Executor wrote no program)"
     )
     output = describe_result(episode.result) if episode.result else "(nothing was run)"
     return (
-        f"Problem: {episode.problem.question}\n\nProblem Solver's reasoning:\n{_clip(episode.reasoning)}\n\n"
+        f"Problem: {episode.problem.question}\n\nProblem Solver's reasoning:\n{clip(episode.reasoning)}\n\n"
         f"Code Executor's program:\n{program}\n\nProgram output:\n{output}\n\n"
         "Give the final answer as \\boxed{answer}."
     )
-
-
-def describe_result(result: ToolResult | None, limit: int = 600) -> str:
-    """A short text of a sandbox result for the next prompt."""
-    if result is None:
-        return "(no program was run: no ```python block found)"
-    if result.timed_out:
-        return "(the program timed out)"
-    parts = []
-    if result.stdout.strip():
-        parts.append(f"stdout:\n{_clip(result.stdout, limit)}")
-    if result.stderr.strip():
-        parts.append(f"stderr:\n{_clip(result.stderr, limit)}")
-    if result.error:
-        parts.append(f"sandbox: {result.error}")
-    parts.append(f"exit status: {result.exit_code}")
-    return "\n".join(parts)
 
 
 def _succeeded(result: ToolResult | None) -> bool:
@@ -178,7 +163,17 @@ async def _run_all(
     return list(await asyncio.gather(*(run(code) for code in codes)))
 
 
-def _clip(text: str, limit: int = 1200) -> str:
-    if len(text) <= limit:
-        return text
-    return text[:limit] + f"\n[... trimmed {len(text) - limit} chars]"
+def _load_problems(source: str) -> list[Problem]:
+    """`builtin:<split>` or a JSON/JSONL/Parquet file (local path or fsspec URL)."""
+    from mappa.envs.math_problems import load_builtin, load_problems
+
+    if source.startswith("builtin:"):
+        return load_builtin(source.removeprefix("builtin:"))
+    return load_problems(source)
+
+
+async def _run(problems, agents, limits, env) -> list[Trajectory]:
+    return await run_mathchat(problems, agents, limits, env.max_executor_turns)
+
+
+SPEC = EnvSpec("mathchat", SEATS, ROLES, TASK, _run, _load_problems, answer_reference)

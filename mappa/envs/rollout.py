@@ -15,7 +15,6 @@ from typing import Any
 from mappa.agents.agent import Agent, Chat
 from mappa.cluster.ray_cluster import agent_workers
 from mappa.core.types import Problem, Trajectory
-from mappa.envs.mathchat import run_mathchat
 from mappa.envs.registry import get_env_spec, load_env_problems
 from mappa.inference.engine import Generation, SamplingParams
 from mappa.sandbox import SandboxLimits
@@ -81,8 +80,8 @@ def roll_out(
     """Run the env over (trajectory id, problem) pairs with the agents' current weights."""
     workers = agent_workers(run, iteration)
     agents = build_agents(run, workers, params)
-    env = run.config.env
-    return asyncio.run(run_mathchat(problems, agents, sandbox_limits(run), env.max_executor_turns))
+    spec = get_env_spec(run.config.env.type)
+    return asyncio.run(spec.run(problems, agents, sandbox_limits(run), run.config.env))
 
 
 def rollout_stage(run: Run, iteration: int) -> dict[str, Any]:
@@ -93,7 +92,7 @@ def rollout_stage(run: Run, iteration: int) -> dict[str, Any]:
 def _roll_out_iteration(run: Run, iteration: int) -> dict[str, Any]:
     started = time.perf_counter()
     config = run.config
-    train = load_env_problems(config.env.train_data)
+    train = load_env_problems(config.env.type, config.env.train_data)
     chosen = select_problems(train, config.rollout.problems_per_iteration, config.seed, iteration)
     pairs = [
         (f"{iteration_name(iteration)}-{p.id}-s{s}", p)

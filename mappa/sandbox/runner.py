@@ -16,7 +16,9 @@ What it does NOT protect against:
   filesystem isolation at all; the program can reach the network and write anything this user can (as
   root: anything), and a child that calls setsid() leaves the process group and survives the timeout;
 - reading files: even under bubblewrap the whole filesystem is visible read-only, including credential
-  files on disk (~/.aws, ~/.cache/huggingface/token); what the program prints ends up in trajectories;
+  files on disk (~/.aws, ~/.cache/huggingface/token), except `hidden_paths` (covered by an empty folder or
+  /dev/null under bubblewrap only; without it they stay readable); what the program prints ends up in
+  trajectories;
 - memory is address space per process, not resident memory of the whole run: N child processes may use N
   times memory_mb; libraries reserving large virtual ranges may fail under a low limit;
 - CPU time is per process (all threads of one process together); children get fresh budgets, bounded only by
@@ -97,8 +99,12 @@ class SandboxLimits:
     max_output_chars: int = 8000  # stdout and stderr each keep this many chars (head and tail)
     max_file_mb: int = 64  # RLIMIT_FSIZE: largest file the program may write
     isolation: str = "auto"  # "auto": bubblewrap when it works here, else plain process; "bwrap"; "none"
+    hidden_paths: tuple[str, ...] = ()  # absolute paths the program must not read (e.g. hidden test labels)
 
     def __post_init__(self) -> None:
+        relative = [path for path in self.hidden_paths if not Path(path).is_absolute()]
+        if relative:
+            raise ValueError(f"SandboxLimits.hidden_paths must be absolute, got {relative}")
         if self.isolation not in ISOLATION_MODES:
             raise ValueError(f"isolation must be one of {ISOLATION_MODES}, got {self.isolation!r}")
         for name in ("timeout_s", "memory_mb", "cpu_s", "max_output_chars", "max_file_mb"):
@@ -142,6 +148,11 @@ def _probe_bwrap() -> tuple[bool, str]:
 
 
 @functools.cache
+def _warn_paths_readable(paths: tuple[str, ...]) -> None:
+    log.warning("sandbox: without bubblewrap the program can read the paths it should not see: %s", paths)
+
+
+@functools.cache
 def _warn_plain_fallback(reason: str) -> None:
     log.warning(
         "sandbox: bubblewrap unavailable (%s); running code as a plain limited process, "
@@ -171,10 +182,21 @@ def _interpreter_binds() -> list[str]:
     return binds
 
 
-def _bwrap_prefix(executable: str, folder: Path) -> list[str]:
+def _hiding_binds(paths: tuple[str, ...]) -> list[str]:
+    """Cover each existing path: an empty tmpfs over a folder, /dev/null over a file."""
+    binds: list[str] = []
+    for path in paths:
+        if Path(path).is_dir():
+            binds += ["--tmpfs", path]
+        elif Path(path).exists():
+            binds += ["--ro-bind", "/dev/null", path]
+    return binds
+
+
+def _bwrap_prefix(executable: str, folder: Path, hidden: tuple[str, ...] = ()) -> list[str]:
     prefix = [
         executable, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
-        *_interpreter_binds(),
+        *_interpreter_binds(), *_hiding_binds(hidden),
         "--bind", str(folder), str(folder), "--chdir", str(folder),
         "--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
         "--die-with-parent", "--new-session",
@@ -192,7 +214,7 @@ def _command(script: Path, folder: Path, limits: SandboxLimits, bwrap: bool) -> 
     ]  # fmt: skip
     if not bwrap:
         return launcher
-    return [*_bwrap_prefix(shutil.which("bwrap") or "bwrap", folder), *launcher]
+    return [*_bwrap_prefix(shutil.which("bwrap") or "bwrap", folder, limits.hidden_paths), *launcher]
 
 
 def _child_env(folder: Path) -> dict[str, str]:
@@ -336,6 +358,8 @@ async def run_python_async(
     isolation="bwrap" when bubblewrap does not work here.
     """
     bwrap = _use_bwrap(limits.isolation)
+    if limits.hidden_paths and not bwrap:
+        _warn_paths_readable(limits.hidden_paths)
     with _work_folder(workdir) as folder:
         script = folder / f"{SCRIPT_PREFIX}{uuid.uuid4().hex[:12]}.py"
         script.write_text(code, encoding="utf-8")

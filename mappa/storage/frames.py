@@ -29,6 +29,7 @@ def trajectories_to_frame(trajectories: Sequence[Trajectory], iteration: int) ->
                 problem_meta=json.dumps(problem.meta, sort_keys=True),
                 final_answer=trajectory.final_answer,
                 correct=trajectory.correct,
+                outcome=json.dumps(trajectory.outcome, sort_keys=True),
             )
             rows.append(row)
     return pd.DataFrame(rows)
@@ -47,7 +48,10 @@ def frame_to_trajectories(frame: pd.DataFrame) -> list[Trajectory]:
         )
         actions = tuple(action_from_record(_plain_row(r)) for r in group.to_dict("records"))
         final = first["final_answer"] if isinstance(first["final_answer"], str) else None
-        trajectories.append(Trajectory(str(trajectory_id), problem, actions, final, bool(first["correct"])))
+        outcome = json.loads(first["outcome"]) if isinstance(first.get("outcome"), str) else {}
+        trajectories.append(
+            Trajectory(str(trajectory_id), problem, actions, final, bool(first["correct"]), outcome)
+        )
     return trajectories
 
 

@@ -299,3 +299,30 @@ def test_file_listing_is_capped() -> None:
     result = run_python(code, limits=SandboxLimits(isolation="none"))
     assert len(result.files) == runner.MAX_LISTED_FILES
     assert result.files[:2] == ("f000.txt", "f001.txt")
+
+
+@NEEDS_BWRAP
+def test_hidden_paths_cannot_be_read_under_bwrap(tmp_path: Path) -> None:
+    import sklearn
+
+    data = Path(sklearn.__file__).parent / "datasets" / "data"  # sklearn's bundled data sets: labels
+    pyproject = REPO_ROOT / "pyproject.toml"
+    code = (
+        "import os\n"
+        f"print(sorted(os.listdir({str(data)!r})))\n"
+        "try:\n"
+        f"    print(len(open({str(pyproject)!r}).read()))\n"
+        "except PermissionError:\n"
+        "    print(0)\n"
+    )
+    hidden = SandboxLimits(isolation="bwrap", hidden_paths=(str(data), str(pyproject)))
+    covered = run_python(code, workdir=tmp_path, limits=hidden)
+    seen = run_python(code, workdir=tmp_path, limits=SandboxLimits(isolation="bwrap"))
+    assert covered.ok and seen.ok, covered.stderr + seen.stderr
+    assert covered.stdout.split("\n")[:2] == ["[]", "0"]
+    assert "iris.csv" in seen.stdout and not seen.stdout.split("\n")[1] == "0"
+
+
+def test_hidden_paths_must_be_absolute() -> None:
+    with pytest.raises(ValueError, match="hidden_paths must be absolute"):
+        SandboxLimits(hidden_paths=("labels.csv",))
