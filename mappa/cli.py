@@ -75,6 +75,9 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     elif args.iteration is not None:
         frame = inspect.scored_actions(run, args.iteration)
         console.print(_frame_table(f"iteration {args.iteration}: agents", inspect.agent_stats(frame)))
+        kinds = inspect.kind_rows_of(run, args.iteration)
+        if kinds:
+            console.print(_frame_table(f"iteration {args.iteration}: by task kind", pd.DataFrame(kinds)))
         low, high = inspect.extreme_actions(frame)
         columns = ["action_id", "agent", "score", "rationale"]
         console.print(_frame_table("lowest scored actions", low[columns]))

@@ -88,7 +88,8 @@ class CoachConfig(_Section):
     probability-weighted score from the coach model's score tokens, for small models that cannot follow
     the answer format (`mappa.coach.expected`)."""
     template: str = "mathchat"
-    """Prompt template file under mappa/coach/templates/ (without .txt) or a path to a .txt file."""
+    """Prompt template file under mappa/coach/templates/ (without .txt) or a path to a .txt file; when a
+    run config leaves it out, the env's own template (named like `env.type`)."""
     use_ground_truth: bool = False
     """Show the coach the reference answer; recorded in every score row."""
     max_concurrency: int = Field(8, ge=1, le=256)
@@ -264,6 +265,19 @@ class RunConfig(_Section):
         if not agents:
             raise ValueError("at least one agent is needed")
         return agents
+
+    @model_validator(mode="before")
+    @classmethod
+    def _coach_template_follows_env(cls, data: Any) -> Any:
+        """A coach template left out of the config is the env's own (`dsbench` runs get `dsbench.txt`)."""
+        if not isinstance(data, dict):
+            return data
+        env, coach = data.get("env"), data.get("coach")
+        env_type = env.get("type") if isinstance(env, dict) else getattr(env, "type", None)
+        if env_type and env_type != "mathchat" and (coach is None or isinstance(coach, dict)):
+            if "template" not in (coach or {}):
+                data = {**data, "coach": {**(coach or {}), "template": env_type}}
+        return data
 
     @model_validator(mode="after")
     def _agents_match_env(self) -> RunConfig:

@@ -151,6 +151,8 @@ def render_tool(action: Action, max_chars: int) -> str:
             continue
         shown, note = trim(text, budget)
         lines.append(f"{label}{note}:\n{shown.rstrip()}")
+    if result.files:  # a shared workspace: what the program left there matters to downstream agents
+        lines.append(f"files in its folder afterwards: {', '.join(result.files[:30])}")
     return "\n".join(lines)
 
 

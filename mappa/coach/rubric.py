@@ -37,12 +37,15 @@ MathChat (checked in order, the first match fires):
 1,000 = 1000); otherwise the answer's text occurs in the text with spaces removed. A solver that lists
 many numbers may state an answer by chance: these are heuristics, stated so they can be argued with.
 
+DSBench's rules live in `mappa.coach.rubric_dsbench` (loaded when a rubric for `dsbench` is asked for).
+
 Not covered: judging reasoning quality (that is what the LLM coaches are for), other envs (register a rule
 set with `register_rule_set`).
 """
 
 from __future__ import annotations
 
+import importlib
 import re
 from collections.abc import Callable
 from fractions import Fraction
@@ -53,6 +56,7 @@ from mappa.core.types import Action, ActionScore, Trajectory
 Verdict = tuple[str, float, str]  # (rule id, score 0-10, what the rule checked)
 SeatRule = Callable[[Action, Trajectory, bool], Verdict]
 RULE_SETS: dict[str, dict[str, SeatRule]] = {}
+BUILTIN_RULE_MODULES = {"dsbench": "mappa.coach.rubric_dsbench"}  # rule sets kept in their own module
 
 
 def register_rule_set(env_type: str, rules: dict[str, SeatRule]) -> None:
@@ -64,6 +68,8 @@ class RubricCoach:
     """Scores each action with its env's seat rule; needs requests built by `build_requests`."""
 
     def __init__(self, use_ground_truth: bool, env_type: str = "mathchat") -> None:
+        if env_type not in RULE_SETS and env_type in BUILTIN_RULE_MODULES:
+            importlib.import_module(BUILTIN_RULE_MODULES[env_type])  # registers its rules
         if env_type not in RULE_SETS:
             raise ValueError(f"no rubric for env `{env_type}`; rubrics exist for: {sorted(RULE_SETS)}")
         self.use_ground_truth = use_ground_truth
@@ -86,7 +92,8 @@ class RubricCoach:
             raise ValueError(
                 f"rubric `{self.env_type}` has no rule for agent `{request.agent}` (seats: {seats})"
             )
-        rule_id, value, why = rule(request.action, request.trajectory, self.use_ground_truth)
+        # ground truth only where the request carries it (an env may show it for some actions only)
+        rule_id, value, why = rule(request.action, request.trajectory, request.used_ground_truth)
         return ActionScore(
             action_id=request.action_id,
             trajectory_id=request.trajectory_id,
@@ -95,7 +102,7 @@ class RubricCoach:
             rationale=f"rule {rule_id}: {why}",
             coach_model=self.model_name,
             parse_status="ok",
-            used_ground_truth=self.use_ground_truth,
+            used_ground_truth=request.used_ground_truth,
         )
 
 

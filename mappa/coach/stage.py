@@ -20,6 +20,7 @@ from mappa.coach.bias import agreement_by_agent, coach_bias_report
 from mappa.coach.build import build_coach, cache_settings
 from mappa.coach.cache import AnswerCache
 from mappa.coach.score import score_trajectories
+from mappa.envs.outcome_summary import coach_score_by_kind
 from mappa.envs.registry import get_env_spec
 from mappa.storage.frames import frame_to_trajectories, scores_to_frame
 from mappa.storage.run import Run
@@ -85,6 +86,7 @@ def _score_iteration(run: Run, iteration: int) -> dict[str, Any]:
         used_ground_truth=config.coach.use_ground_truth,
         parse_status=dict(status),
         bias=coach_bias_report(scores, trajectories),
+        mean_score_by_kind=coach_score_by_kind(scores, trajectories),
         rubric_agreement=agreement,
         coach_cache=cache.stats(),
     )

@@ -26,6 +26,7 @@ from typing import Any
 import pandas as pd
 
 from mappa.core.types import Problem, Trajectory
+from mappa.envs.outcome_summary import summarize_by_kind
 from mappa.envs.registry import load_env_problems
 from mappa.envs.rollout import roll_out
 from mappa.inference.engine import SamplingParams
@@ -121,9 +122,24 @@ def results_frame(trajectories: list[Trajectory]) -> pd.DataFrame:
                 "trajectory_id": t.id,
                 "actions": len(t.actions),
                 "seconds": float(seconds),
+                **_graded_figures(t),
             }
         )
     return pd.DataFrame(rows)
+
+
+def _graded_figures(trajectory: Trajectory) -> dict[str, Any]:
+    """The env's graded figures, where it has them (DSBench: kind, metric, its value, relative score)."""
+    out = trajectory.outcome
+    if "kind" not in out:
+        return {}
+    value = out.get("value")
+    return {
+        "kind": out["kind"],
+        "metric": out.get("metric"),
+        "metric_value": float("nan") if value is None else float(value),
+        "fair_score": float(out.get("fair_score") or 0.0),
+    }
 
 
 def evaluate_stage(run: Run, iteration: int) -> dict[str, Any]:
@@ -150,11 +166,15 @@ def evaluate_stage(run: Run, iteration: int) -> dict[str, Any]:
     run.store.write_parquet(frame, *evaluation_parts(run, iteration, TRAJECTORIES))
     run.store.write_parquet(results, *evaluation_parts(run, iteration, RESULTS))
     timings = {"rollout_s": generated, "total_s": time.perf_counter() - started}
-    return write_evaluation_manifest(run, iteration, results, timings)
+    return write_evaluation_manifest(run, iteration, results, timings, summarize_by_kind(trajectories))
 
 
 def write_evaluation_manifest(
-    run: Run, iteration: int, results: pd.DataFrame, timings: dict[str, float]
+    run: Run,
+    iteration: int,
+    results: pd.DataFrame,
+    timings: dict[str, float],
+    by_kind: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The manifest, written last (its presence marks the evaluation complete)."""
     results_parts = evaluation_parts(run, iteration, RESULTS)
@@ -170,6 +190,7 @@ def write_evaluation_manifest(
         "temperature": run.config.rollout.eval_temperature,
         "correct": int(results["correct"].sum()),
         "success_rate": float(results["correct"].mean()),
+        "by_kind": by_kind,
         "timings": timings,
         "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }

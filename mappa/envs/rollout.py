@@ -15,6 +15,7 @@ from typing import Any
 from mappa.agents.agent import Agent, Chat
 from mappa.cluster.ray_cluster import agent_workers
 from mappa.core.types import Problem, Trajectory
+from mappa.envs.outcome_summary import summarize_by_kind
 from mappa.envs.registry import get_env_spec, load_env_problems
 from mappa.inference.engine import Generation, SamplingParams
 from mappa.sandbox import SandboxLimits
@@ -118,6 +119,7 @@ def _roll_out_iteration(run: Run, iteration: int) -> dict[str, Any]:
         timings={"total_s": seconds},
         trajectories=len(trajectories),
         success_rate=success,
+        by_kind=summarize_by_kind(trajectories),
         generated_tokens=tokens,
         tokens_per_s=tokens / max(seconds, 1e-9),
     )

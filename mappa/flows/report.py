@@ -8,6 +8,8 @@ collection per kind whose versions are the iterations):
                          approx KL, grad norm, trainer tokens/s
     mappa-<run>-report   markdown: success rate, coach model and parse statuses, rubric agreement and
                          score gap when recorded, stage timings, the curves PNG, links to the files
+    mappa-<run>-kinds    table, one row per task kind (DSBench: regression, classification), where the
+                         env grades by kind: success, relative score, metric means, coach mean per agent
 
 `publish_evaluation(run, K, rows)` makes the table `mappa-<run>-evaluation` with an aggregate row.
 
@@ -48,6 +50,7 @@ from prefect.exceptions import MissingContextError
 from prefect.logging import get_run_logger
 
 from mappa.storage.curves import SCORE_STATS, TRAINER_METRICS, plot_curves, run_curves
+from mappa.storage.inspect import kind_rows_of
 from mappa.storage.run import STAGE_OUTPUTS, Run
 
 AGENT_COLUMNS = ("agent", *SCORE_STATS, *TRAINER_METRICS)
@@ -103,6 +106,15 @@ def publish_iteration_report(run: Run, iteration: int) -> dict[str, Any]:
             errors,
         ),
     }
+    kinds = [_rounded(row) for row in kind_rows_of(run, iteration)]
+    if kinds:  # per task kind (DSBench: regression vs classification), where the env grades by kind
+        artifacts["kinds"] = _create(
+            artifact_key(run.run_id, "kinds"),
+            lambda key: create_table_artifact(
+                kinds, key=key, description=f"{describe}: by task kind", _sync=True
+            ),
+            errors,
+        )
     return {"iteration": iteration, "png_url": png_url, "artifacts": artifacts, "errors": errors}
 
 
@@ -199,6 +211,11 @@ def _summary_lines(run: Run, iteration: int) -> list[str]:
     gap = (score.get("bias") or {}).get("gap")
     if gap is not None:
         lines.append(f"- coach score gap, correct minus incorrect trajectories: {gap:+.2f}")
+    for row in kind_rows_of(run, iteration):
+        lines.append(
+            f"- {row['kind']}: success {row['success_rate']:.0%} of {row['trajectories']}, relative score "
+            f"{row['fair_score_mean']:.2f}, coach mean {row.get('coach_all', math.nan):.2f}"
+        )
     agreement = score.get("rubric_agreement")
     if agreement:
         values = ", ".join(f"{a} {'n/a' if r is None else f'{r:.2f}'}" for a, r in sorted(agreement.items()))

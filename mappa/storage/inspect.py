@@ -10,6 +10,7 @@ from typing import Any
 
 import pandas as pd
 
+from mappa.envs.outcome_summary import kind_rows
 from mappa.storage.run import STAGE_OUTPUTS, Run
 
 STAGES = tuple(STAGE_OUTPUTS)
@@ -33,6 +34,17 @@ def iteration_rows(run: Run) -> list[dict[str, Any]]:
         rows.append(row)
         iteration += 1
     return rows
+
+
+def kind_rows_of(run: Run, iteration: int) -> list[dict[str, Any]]:
+    """Per task kind figures of an iteration (DSBench: regression vs classification); [] for envs without."""
+    manifests = {
+        stage: run.read_manifest(iteration, stage)
+        for stage in ("rollout", "score")
+        if run.store.exists(*run.parts(iteration, stage, "_manifest.json"))
+    }
+    by_kind = manifests.get("rollout", {}).get("by_kind")
+    return kind_rows(by_kind, manifests.get("score", {}).get("mean_score_by_kind"))
 
 
 def scored_actions(run: Run, iteration: int) -> pd.DataFrame:

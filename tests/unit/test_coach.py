@@ -143,7 +143,7 @@ def test_template_resolution_versions_and_errors(tmp_path):
     template = load_template("mathchat")
     assert template.name == "mathchat" and len(template.version) == 12
     assert load_template("generic").version != template.version
-    with pytest.raises(ValueError, match=r"`nosuch` not found.*available templates: generic, mathchat"):
+    with pytest.raises(ValueError, match=r"`nosuch` not found.*templates: dsbench, generic, mathchat"):
         load_template("nosuch")
     custom = tmp_path / "mine.txt"
     custom.write_text("<<system>>\nJudge.\n<<user>>\n${agent} said ${response}\nPROCESS_SCORE: <0-10>\n")
@@ -339,8 +339,9 @@ def test_rubric_is_deterministic_and_needs_the_data():
     odd = [CoachRequest(**{**odd[0].__dict__, "agent": "critic"})]
     with pytest.raises(ValueError, match="no rule for agent `critic`"):
         asyncio.run(RubricCoach(False).score(odd))
-    with pytest.raises(ValueError, match="no rubric for env `dsbench`"):
-        RubricCoach(False, env_type="dsbench")
+    with pytest.raises(ValueError, match="no rubric for env `nosuch`"):
+        RubricCoach(False, env_type="nosuch")
+    assert RubricCoach(False, env_type="dsbench").model_name == "rubric:dsbench"  # loaded on demand
 
 
 # --- build, score, bias ------------------------------------------------------------------------------

@@ -3,35 +3,15 @@ the executor's retry after a failed run, sandbox results on actions, grading, no
 
 import asyncio
 
+from scripted_chat import scripted
+
 from mappa.agents.agent import Agent
 from mappa.core.types import Problem
 from mappa.envs.mathchat import ROLES, run_mathchat
-from mappa.inference.engine import Generation, SamplingParams
+from mappa.inference.engine import SamplingParams
 from mappa.sandbox import SandboxLimits
 
 PROBLEM = Problem("p1", "What is 6 times 7?", "42")
-
-
-def scripted(replies: list[str], seen: list[list[dict]]):
-    """A chat function answering with the next scripted reply for each chat, recording what it saw."""
-    queue = list(replies)
-
-    async def chat(chats, params):
-        seen.extend(chats)
-        out = []
-        for chat_ in chats:
-            text = queue.pop(0)
-            tokens = tuple(range(1, len(text.split()) + 2))
-            out.append(
-                (
-                    f"PROMPT:{chat_[-1]['content']}",
-                    Generation(text, (1,), tokens, (-0.1,) * len(tokens), "stop"),
-                    0.0,
-                )
-            )
-        return out
-
-    return chat
 
 
 def agents_for(script: dict[str, list[str]], seen: list) -> dict[str, Agent]:

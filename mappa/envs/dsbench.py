@@ -1,0 +1,246 @@
+"""DSBench-style data science: Data Engineer -> Modeler -> Analyst over a shared workspace (MAPPA, 4.2).
+
+Each trajectory owns a workspace folder holding the task's public files (train.csv, test.csv,
+sample_submission.csv). The Data Engineer cleans the data and saves X_train.pkl, y_train.pkl and X_test.pkl;
+the Modeler trains on them and saves model.pkl; the Analyst predicts and writes submission.csv. Each agent
+has up to `max_turns` turns; a turn is one Python program run in the sandbox inside the workspace, and the
+agent sees its output and the files present. An agent stops early once its files exist and its last program
+succeeded. A downstream agent acts even when an upstream one failed: it sees the missing files, and the coach
+must blame the upstream agent, not the one that reports it (`templates/dsbench.txt`, `rubric_dsbench`).
+
+The submission is graded against hidden test labels with the task's metric (`mappa.envs.tabular_grading`);
+success means a valid submission. Hidden labels never enter a workspace or a prompt, and the paths that hold
+them are covered inside the sandbox (bubblewrap only; see `mappa.sandbox.runner`). The coach sees the
+computed metrics for the Analyst's actions only, and only with `coach.use_ground_truth`.
+
+`run_dsbench` runs a whole batch seat by seat (all engineers' turns, then all modelers', ...), so each
+agent's engine sees one large batch at a time. Workspaces are removed once graded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import re
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mappa.agents.agent import Agent, Reply
+from mappa.agents.tool_calls import extract_python_block
+from mappa.core.types import Action, Problem, ToolResult, Trajectory
+from mappa.envs.feedback import clip, describe_result
+from mappa.envs.registry import EnvSpec
+from mappa.envs.tabular_grading import grade_submission
+from mappa.envs.tabular_tasks import load_task_problems, paths_to_hide, problem_to_task, write_workspace
+from mappa.sandbox import SandboxLimits, run_python_async
+
+SEATS = ("data_engineer", "modeler", "analyst")
+
+TASK = (
+    "Three agents build a tabular modelling pipeline together, handing files to each other through a "
+    "shared workspace: a Data Engineer prepares features, a Modeler trains a model, an Analyst writes the "
+    "predictions for the test set as submission.csv."
+)
+
+OUTPUTS = {
+    "data_engineer": ("X_train.pkl", "y_train.pkl", "X_test.pkl"),
+    "modeler": ("model.pkl",),
+    "analyst": ("submission.csv",),
+}
+
+ROLES = {
+    "data_engineer": (
+        "You are the Data Engineer in a team of three. Load train.csv and test.csv from the current folder "
+        "with pandas, handle missing values and encode text columns as numbers, and save X_train.pkl, "
+        "y_train.pkl and X_test.pkl with `to_pickle` (X_train and X_test: the same numeric feature columns "
+        "in the same order; y_train: the target column). A Modeler trains on your files next and an Analyst "
+        "predicts with them. Write one Python program in a ```python block and print what you saved."
+    ),
+    "modeler": (
+        "You are the Modeler in a team of three. Load X_train.pkl and y_train.pkl with pandas.read_pickle, "
+        "train a scikit-learn model suited to the task and its metric, print a validation score, and save "
+        "the fitted model to model.pkl with pickle. A Data Engineer prepared the files; an Analyst predicts "
+        "with your model next. Write one Python program in a ```python block. If an input file is missing, "
+        "say so: it is the Data Engineer's job to make it."
+    ),
+    "analyst": (
+        "You are the Analyst in a team of three. Load model.pkl (pickle) and X_test.pkl (pandas), predict "
+        "the test rows and write submission.csv with exactly the columns of sample_submission.csv and one "
+        "row per row of test.csv, with its id. Print the first rows. Write one Python program in a "
+        "```python block. If an input file is missing, say so: the upstream agents make them."
+    ),
+}
+
+
+@dataclass
+class _Episode:
+    """The mutable state of one trajectory while the batch is rolled out."""
+
+    id: str
+    problem: Problem
+    workspace: Path
+    limits: SandboxLimits
+    actions: list[Action] = field(default_factory=list)
+    last: dict[str, tuple[str | None, ToolResult | None]] = field(
+        default_factory=dict
+    )  # seat -> (code, result)
+
+    def record(self, seat: str, turn: int, reply: Reply, code: str | None, result: ToolResult | None) -> None:
+        gen = reply.generation
+        self.last[seat] = (code, result)
+        self.actions.append(
+            Action(
+                trajectory_id=self.id,
+                problem_id=self.problem.id,
+                agent=seat,
+                index=len(self.actions),
+                turn=turn,
+                observation=reply.observation,
+                prompt=reply.prompt,
+                response=gen.text,
+                prompt_token_ids=gen.prompt_token_ids,
+                response_token_ids=gen.token_ids,
+                logprobs=gen.logprobs,
+                finish_reason=gen.finish_reason,
+                tool_call=code,
+                tool_result=result,
+                generation_s=reply.seconds,
+            )
+        )
+
+    def missing(self, seat: str) -> list[str]:
+        return [name for name in OUTPUTS[seat] if not (self.workspace / name).is_file()]
+
+    def handed_over(self, seat: str) -> bool:
+        _, result = self.last.get(seat, (None, None))
+        return result is not None and result.ok and not self.missing(seat)
+
+
+async def run_dsbench(
+    problems: list[tuple[str, Problem]],
+    agents: dict[str, Agent],
+    limits: SandboxLimits,
+    max_turns: int = 4,
+    sandbox_concurrency: int = 4,
+    workspace_root: str | None = None,
+) -> list[Trajectory]:
+    """Roll out one trajectory per (trajectory id, task problem); the pipeline reads top to bottom."""
+    with tempfile.TemporaryDirectory(prefix="mappa-dsbench-", dir=workspace_root) as root:
+        episodes = [_start(tid, problem, Path(root), limits) for tid, problem in problems]
+        for seat in SEATS:
+            await _take_turns(seat, episodes, agents[seat], max_turns, sandbox_concurrency)
+        return [_finish(episode) for episode in episodes]
+
+
+def _start(trajectory_id: str, problem: Problem, root: Path, limits: SandboxLimits) -> _Episode:
+    task = problem_to_task(problem)
+    workspace = root / re.sub(r"[^A-Za-z0-9_.-]", "_", trajectory_id)
+    write_workspace(task, workspace)
+    hidden = dataclasses.replace(limits, hidden_paths=(*limits.hidden_paths, *paths_to_hide(task)))
+    return _Episode(trajectory_id, problem, workspace, hidden)
+
+
+async def _take_turns(seat: str, episodes: list[_Episode], agent: Agent, max_turns: int, gate: int) -> None:
+    """Up to `max_turns` programs per episode for `seat`; an episode leaves once it has handed over."""
+    pending = episodes
+    for turn in range(max_turns):
+        if not pending:
+            return
+        replies = await agent.act([observation(e, seat, turn) for e in pending])
+        codes = [extract_python_block(r.generation.text) for r in replies]
+        results = await _run_all(pending, codes, gate)
+        for episode, reply, code, result in zip(pending, replies, codes, results, strict=True):
+            episode.record(seat, turn, reply, code, result)
+        pending = [e for e in pending if not e.handed_over(seat)]
+
+
+def _finish(episode: _Episode) -> Trajectory:
+    task = problem_to_task(episode.problem)
+    grade = grade_submission(task, episode.workspace / "submission.csv")
+    outcome = {"kind": task.kind, **grade.as_dict()}
+    final = f"{grade.metric} {grade.value:.6g}" if grade.valid and grade.value is not None else None
+    return Trajectory(episode.id, episode.problem, tuple(episode.actions), final, grade.valid, outcome)
+
+
+def observation(episode: _Episode, seat: str, turn: int) -> str:
+    """What `seat` reads before turn `turn`: the task, the files present, upstream's report, its last try."""
+    parts = [episode.problem.question, f"Files in the workspace now: {_listing(episode.workspace)}"]
+    upstream = SEATS[: SEATS.index(seat)]
+    if upstream:
+        previous = upstream[-1]
+        code, result = episode.last.get(previous, (None, None))
+        report = describe_result(result) if code is not None else "(it ran no program)"
+        parts.append(f"What the {_title(previous)} reported (its last program's output):\n{report}")
+    if turn > 0:
+        code, result = episode.last[seat]
+        shown = f"```python\n{clip(code)}\n```" if code else "(no ```python block)"
+        missing = episode.missing(seat)
+        still = f"Still missing: {', '.join(missing)}." if missing else "The last program failed."
+        parts.append(f"Your previous program:\n{shown}\nIts result:\n{describe_result(result)}\n{still}")
+    parts.append(
+        f"Your part: save {', '.join(OUTPUTS[seat])}. Write one Python program in a ```python block."
+    )
+    return "\n\n".join(parts)
+
+
+def _listing(folder: Path) -> str:
+    files = sorted(p for p in folder.iterdir() if p.is_file() and not p.name.startswith("."))
+    return ", ".join(f"{p.name} ({_size(p.stat().st_size)})" for p in files) or "(none)"
+
+
+def _size(size: int) -> str:
+    return (
+        f"{size} B"
+        if size < 1024
+        else f"{size / 1024:.1f} kB"
+        if size < 1024**2
+        else f"{size / 1024**2:.1f} MB"
+    )
+
+
+def _title(seat: str) -> str:
+    return seat.replace("_", " ").title()
+
+
+async def _run_all(
+    episodes: list[_Episode], codes: list[str | None], concurrency: int
+) -> list[ToolResult | None]:
+    gate = asyncio.Semaphore(concurrency)
+
+    async def run(episode: _Episode, code: str | None) -> ToolResult | None:
+        if code is None:
+            return None
+        async with gate:
+            return await run_python_async(code, episode.workspace, episode.limits)
+
+    return list(await asyncio.gather(*(run(e, c) for e, c in zip(episodes, codes, strict=True))))
+
+
+def metrics_reference(trajectory: Trajectory, action: Action) -> str | None:
+    """The coach's ground truth: the computed metrics, for the Analyst's actions only."""
+    if action.agent != "analyst" or not trajectory.outcome:
+        return None
+    out = trajectory.outcome
+    if not out.get("valid"):
+        return f"COMPUTED RESULT (ground truth): the final submission.csv is invalid: {out.get('problem')}."
+    better = "higher" if out.get("higher_is_better") else "lower"
+    baseline, reference = _figure(out, "baseline"), _figure(out, "reference")
+    return (
+        f"COMPUTED RESULT (ground truth): the final submission.csv is valid; {out['metric']} on the hidden "
+        f"test labels = {out['value']:.4g} ({better} is better; a trivial predictor gets {baseline}, "
+        f"a reference model {reference}); relative score {out['fair_score']:.2f} "
+        "(0 = trivial, 1 = reference)."
+    )
+
+
+def _figure(outcome: dict, key: str) -> str:
+    value = outcome.get(key)
+    return "unknown" if value is None else f"{value:.4g}"
+
+
+async def _run(problems, agents, limits, env) -> list[Trajectory]:
+    return await run_dsbench(problems, agents, limits, env.max_turns, workspace_root=env.workspace_root)
+
+
+SPEC = EnvSpec("dsbench", SEATS, ROLES, TASK, _run, load_task_problems, metrics_reference)

@@ -1,0 +1,78 @@
+"""The real `train` flow on the DSBench env for one iteration on the tiny model: Prefect (test harness),
+Ray, a workspace per trajectory in the sandbox, grading against hidden labels, the rubric coach with
+ground truth, the update, and an evaluation on held-out tasks; per-kind figures in the manifests."""
+
+import json
+
+import pytest
+import yaml
+
+from mappa.storage import inspect
+from mappa.storage.run import Run
+
+pytestmark = pytest.mark.slow
+
+SEATS = ("data_engineer", "modeler", "analyst")
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory, tiny_model, prefect_harness, ray_local):
+    from mappa.flows.train import train
+
+    root = tmp_path_factory.mktemp("runs")
+    config = {
+        "name": "ds",
+        "iterations": 1,
+        "env": {"type": "dsbench", "max_turns": 1},
+        "agents": {seat: {"model": str(tiny_model)} for seat in SEATS},
+        "coach": {"type": "rubric", "use_ground_truth": True},
+        "rollout": {"problems_per_iteration": 4, "max_new_tokens": 16, "eval_every": 1, "eval_problems": 2},
+        "algo": {"whiten_scope": "global"},
+        "sandbox": {"timeout_s": 30, "memory_mb": 4096},
+        "storage": {"root": str(root)},
+    }
+    path = root / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    summary = train(config_path=str(path), run_id="ds-run")
+    return Run.open(str(root), "ds-run"), summary
+
+
+def test_the_pipeline_runs_every_stage_and_grades_each_task(finished_run):
+    run, summary = finished_run
+    assert [row["iteration"] for row in summary["iterations"]] == [0]
+    actions = run.store.read_parquet(*run.output_parts(0, "rollout"))
+    assert list(dict.fromkeys(actions.sort_values(["trajectory_id", "index"])["agent"])) == list(SEATS)
+    assert actions["trajectory_id"].nunique() == 4
+    outcomes = [json.loads(text) for text in actions.drop_duplicates("trajectory_id")["outcome"]]
+    # A random-init model writes no program, so no submission: graded invalid, with the reason
+    assert all(o["valid"] is False and "submission.csv" in o["problem"] for o in outcomes)
+    assert {o["kind"] for o in outcomes} <= {"regression", "classification"}
+    assert run.stage_complete(0, "update")
+
+
+def test_blame_lands_on_the_engineer_and_ground_truth_on_the_analyst(finished_run):
+    run, _ = finished_run
+    scores = run.store.read_parquet(*run.output_parts(0, "score"))
+    rules = {
+        agent: set(group["rationale"].str.extract(r"rule ([\w.]+)")[0])
+        for agent, group in scores.groupby("agent")
+    }
+    assert rules["data_engineer"] == {"data_engineer.no_code"}
+    assert rules["modeler"] == {"modeler.blocked"}  # no X_train.pkl: upstream's fault, scored 4
+    assert rules["analyst"] == {"analyst.blocked"}
+    used = scores.groupby("agent")["used_ground_truth"].any()
+    assert not used["data_engineer"] and not used["modeler"]
+
+
+def test_per_kind_figures_reach_manifests_inspect_and_evaluation(finished_run):
+    run, _ = finished_run
+    by_kind = run.read_manifest(0, "rollout")["by_kind"]
+    assert by_kind and all(v["success_rate"] == 0.0 for v in by_kind.values())
+    score_by_kind = run.read_manifest(0, "score")["mean_score_by_kind"]
+    assert set(score_by_kind) == set(by_kind)
+    rows = inspect.kind_rows_of(run, 0)
+    assert {row["kind"] for row in rows} == set(by_kind) and all("coach_modeler" in row for row in rows)
+    results = run.store.read_parquet(*run.parts(0, "evaluate", "results.parquet"))
+    assert len(results) == 2 and {"kind", "metric", "fair_score"} <= set(results.columns)
+    evaluated = run.store.read_json(*run.parts(0, "evaluate", "_manifest.json"))
+    assert evaluated["by_kind"] and evaluated["eval_data"] == "builtin:eval"
