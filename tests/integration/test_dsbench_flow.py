@@ -5,7 +5,7 @@ ground truth, the update, and an evaluation on held-out tasks; per-kind figures 
 import json
 
 import pytest
-import yaml
+from tiny_run import write_tiny_config
 
 from mappa.storage import inspect
 from mappa.storage.run import Run
@@ -20,19 +20,16 @@ def finished_run(tmp_path_factory, tiny_model, prefect_harness, ray_local):
     from mappa.flows.train import train
 
     root = tmp_path_factory.mktemp("runs")
-    config = {
-        "name": "ds",
-        "iterations": 1,
-        "env": {"type": "dsbench", "max_turns": 1},
-        "agents": {seat: {"model": str(tiny_model)} for seat in SEATS},
-        "coach": {"type": "rubric", "use_ground_truth": True},
-        "rollout": {"problems_per_iteration": 4, "max_new_tokens": 16, "eval_every": 1, "eval_problems": 2},
-        "algo": {"whiten_scope": "global"},
-        "sandbox": {"timeout_s": 30, "memory_mb": 4096},
-        "storage": {"root": str(root)},
-    }
-    path = root / "config.yaml"
-    path.write_text(yaml.safe_dump(config))
+    path = write_tiny_config(
+        root / "config.yaml",
+        tiny_model,
+        root,
+        SEATS,
+        name="ds",
+        env={"type": "dsbench", "max_turns": 1},
+        rollout={"problems_per_iteration": 4, "eval_every": 1, "eval_problems": 2},
+        sandbox={"timeout_s": 30, "memory_mb": 4096},
+    )
     summary = train(config_path=str(path), run_id="ds-run")
     return Run.open(str(root), "ds-run"), summary
 

@@ -4,9 +4,9 @@ sandbox; the base model's evaluation; a finished evaluation is skipped."""
 import json
 
 import pytest
-import yaml
 from prefect.client.orchestration import get_client
 from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+from tiny_run import write_tiny_config
 
 from mappa.envs.evaluate_stage import evaluation_complete, evaluation_parts
 
@@ -30,19 +30,15 @@ def trained_run(tmp_path_factory, tiny_model, prefect_harness, ray_local):
     from mappa.storage.run import Run
 
     root = tmp_path_factory.mktemp("runs")
-    config = {
-        "name": "ev",
-        "iterations": 1,
-        "agents": {seat: {"model": str(tiny_model)} for seat in ("solver", "executor", "verifier")},
-        "coach": {"type": "rubric", "use_ground_truth": True},
-        "rollout": {"problems_per_iteration": 2, "max_new_tokens": 16, "eval_problems": 3},
-        "env": {"type": "mathchat", "max_executor_turns": 1},
-        "algo": {"whiten_scope": "global"},
-        "storage": {"root": str(root)},
-        "cluster": {"torch_threads": 1},
-    }
-    path = root / "config.yaml"
-    path.write_text(yaml.safe_dump(config))
+    path = write_tiny_config(
+        root / "config.yaml",
+        tiny_model,
+        root,
+        name="ev",
+        rollout={"eval_problems": 3},
+        env={"type": "mathchat", "max_executor_turns": 1},
+        cluster={"torch_threads": 1},
+    )
     train(config_path=str(path), run_id="ev-run")
     return Run.open(str(root), "ev-run")
 

@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 import torch
-import yaml
 from mappa_process import MappaProcess, child_env
 from openai_test_server import CoachServer
 from safetensors.torch import load_file
+from tiny_run import NO_RETRIES, scripted_coach, write_tiny_config
 
 from mappa.storage.run import STAGE_OUTPUTS, Run, iteration_name
 
@@ -32,28 +32,19 @@ TIMEOUT_S = 600
 
 
 def write_config(folder: Path, tiny_model: Path, coach_url: str) -> Path:
-    config = {
-        "name": "fault",
-        "seed": 3,
-        "iterations": 2,
-        "agents": {seat: {"model": str(tiny_model)} for seat in SEATS},
-        "coach": {
-            "type": "openai",
-            "base_url": coach_url,
-            "model": "scripted-coach",
-            "max_concurrency": 1,  # answers arrive one by one: a kill lands between two of them
-            "max_retries": 0,
-        },
-        "rollout": {"problems_per_iteration": 2, "max_new_tokens": 16},
-        "trainer": {"lr": 1e-3},
-        "algo": {"whiten_scope": "global"},
-        "retries": {stage: 0 for stage in ("rollout", "score", "advantages", "update", "report")},
-        "cluster": {"num_cpus": 2, "torch_threads": 1},
-        "storage": {"root": str(folder / "runs")},
-    }
-    path = folder / "config.yaml"
-    path.write_text(yaml.safe_dump(config))
-    return path
+    return write_tiny_config(
+        folder / "config.yaml",
+        tiny_model,
+        folder / "runs",
+        name="fault",
+        seed=3,
+        iterations=2,
+        # answers arrive one by one: a kill lands between two of them
+        coach=scripted_coach(coach_url, max_concurrency=1),
+        trainer={"lr": 1e-3},
+        retries=NO_RETRIES,
+        cluster={"num_cpus": 2, "torch_threads": 1},
+    )
 
 
 def final_weights(root: Path) -> dict[str, dict[str, torch.Tensor]]:

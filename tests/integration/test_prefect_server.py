@@ -19,16 +19,15 @@ from pathlib import Path
 
 import httpx
 import pytest
-import yaml
 from mappa_process import MappaProcess, child_env
 from openai_test_server import CoachServer
 from prefect_api import api
+from tiny_run import scripted_coach, write_tiny_config
 
 from mappa.storage.run import Run
 
 pytestmark = pytest.mark.slow
 
-SEATS = ("solver", "executor", "verifier")
 TIMEOUT_S = 600
 
 
@@ -145,24 +144,15 @@ def _screenshot(api_url: str, page: str, target: Path) -> None:
 
 def test_failed_stage_retried_from_prefect_skips_finished_stages(tmp_path, tiny_model, prefect_server):
     with CoachServer() as coach:
-        config = {
-            "name": "ui",
-            "iterations": 1,
-            "agents": {seat: {"model": str(tiny_model)} for seat in SEATS},
-            "coach": {
-                "type": "openai",
-                "base_url": coach.base_url,
-                "model": "scripted-coach",
-                "max_retries": 0,
-            },
-            "rollout": {"problems_per_iteration": 2, "max_new_tokens": 16},
-            "algo": {"whiten_scope": "global"},
-            "retries": {"score": 0, "update": 0, "report": 0},
-            "cluster": {"num_cpus": 2, "torch_threads": 1},
-            "storage": {"root": str(tmp_path / "runs")},
-        }
-        path = tmp_path / "config.yaml"
-        path.write_text(yaml.safe_dump(config))
+        path = write_tiny_config(
+            tmp_path / "config.yaml",
+            tiny_model,
+            tmp_path / "runs",
+            name="ui",
+            coach=scripted_coach(coach.base_url),
+            retries={"score": 0, "update": 0, "report": 0},
+            cluster={"num_cpus": 2, "torch_threads": 1},
+        )
         coach.state.fail_next = 10**6  # the coach endpoint is down: the score stage fails
         serve = MappaProcess(["serve"], child_env(prefect_server), tmp_path / "serve.txt")
         try:

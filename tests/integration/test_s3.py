@@ -26,10 +26,10 @@ from pathlib import Path
 
 import boto3
 import pytest
-import yaml
 from mappa_process import MappaProcess, child_env
 from prefect_api import api
 from safetensors.torch import load
+from tiny_run import NO_RETRIES, scripted_coach, write_tiny_config
 
 from mappa.storage.run import STAGE_OUTPUTS, Run, iteration_name
 from mappa.storage.store import ArtifactStore
@@ -43,27 +43,17 @@ PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
 def write_config(folder: Path, tiny_model: Path, coach_url: str, root: str) -> Path:
-    config = {
-        "name": "s3",
-        "seed": 5,
-        "iterations": 2,
-        "agents": {seat: {"model": str(tiny_model)} for seat in SEATS},
-        "coach": {
-            "type": "openai",
-            "base_url": coach_url,
-            "model": "scripted-coach",
-            "api_key_env": COACH_KEY_ENV,
-            "max_retries": 0,
-        },
-        "rollout": {"problems_per_iteration": 2, "max_new_tokens": 16},
-        "algo": {"whiten_scope": "global"},
-        "retries": {stage: 0 for stage in ("rollout", "score", "advantages", "update", "report")},
-        "cluster": {"num_cpus": 2, "torch_threads": 1},
-        "storage": {"root": root},
-    }
-    path = folder / "config.yaml"
-    path.write_text(yaml.safe_dump(config))
-    return path
+    return write_tiny_config(
+        folder / "config.yaml",
+        tiny_model,
+        root,
+        name="s3",
+        seed=5,
+        iterations=2,
+        coach=scripted_coach(coach_url, api_key_env=COACH_KEY_ENV),
+        retries=NO_RETRIES,
+        cluster={"num_cpus": 2, "torch_threads": 1},
+    )
 
 
 def kill_when_started(

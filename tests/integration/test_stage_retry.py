@@ -6,13 +6,11 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
-import yaml
+from tiny_run import scripted_coach, write_tiny_config
 
 from mappa.storage.run import Run
 
 pytestmark = pytest.mark.slow
-
-SEATS = ("solver", "executor", "verifier")
 
 
 def test_score_task_retry_asks_only_for_missing_answers(
@@ -20,18 +18,14 @@ def test_score_task_retry_asks_only_for_missing_answers(
 ):
     from mappa.flows.train import train
 
-    config = {
-        "name": "retry",
-        "iterations": 1,
-        "agents": {seat: {"model": str(tiny_model)} for seat in SEATS},
-        "coach": {"type": "openai", "base_url": coach_server.base_url, "model": "scripted", "max_retries": 0},
-        "rollout": {"problems_per_iteration": 2, "max_new_tokens": 16},
-        "algo": {"whiten_scope": "global"},
-        "retries": {"score": 2, "delay_s": 0.1},
-        "storage": {"root": str(tmp_path / "runs")},
-    }
-    path = tmp_path / "config.yaml"
-    path.write_text(yaml.safe_dump(config))
+    path = write_tiny_config(
+        tmp_path / "config.yaml",
+        tiny_model,
+        tmp_path / "runs",
+        name="retry",
+        coach=scripted_coach(coach_server.base_url),
+        retries={"score": 2, "delay_s": 0.1},
+    )
     coach_server.state.fail_next = 2  # a passing outage: two requests answered with HTTP 503
     train(config_path=str(path), run_id="retry-run")
 

@@ -3,8 +3,8 @@ rubric coach."""
 
 import pandas as pd
 import pytest
-import yaml
 from safetensors.torch import load_file
+from tiny_run import write_tiny_config
 
 from mappa.storage.run import STAGE_OUTPUTS, Run
 
@@ -16,20 +16,15 @@ def finished_run(tmp_path_factory, tiny_model, prefect_harness, ray_local):
     from mappa.flows.train import train
 
     root = tmp_path_factory.mktemp("runs")
-    config = {
-        "name": "it",
-        "iterations": 2,
-        "agents": {seat: {"model": str(tiny_model)} for seat in ("solver", "executor", "verifier")},
-        "coach": {"type": "rubric", "use_ground_truth": True},
-        "rollout": {"problems_per_iteration": 3, "max_new_tokens": 24, "eval_every": 2, "eval_problems": 2},
-        "trainer": {"lr": 1e-3},
-        # A random-init model fails every problem alike, so the rubric gives each agent one constant score and
-        # per-agent whitening would (rightly) give zero advantages; across agents the scores differ.
-        "algo": {"whiten_scope": "global"},
-        "storage": {"root": str(root)},
-    }
-    path = root / "config.yaml"
-    path.write_text(yaml.safe_dump(config))
+    path = write_tiny_config(
+        root / "config.yaml",
+        tiny_model,
+        root,
+        name="it",
+        iterations=2,
+        rollout={"problems_per_iteration": 3, "max_new_tokens": 24, "eval_every": 2, "eval_problems": 2},
+        trainer={"lr": 1e-3},
+    )
     summary = train(config_path=str(path), run_id="it-run")
     return Run.open(str(root), "it-run"), summary, path
 
