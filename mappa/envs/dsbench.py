@@ -166,6 +166,8 @@ def _finish(episode: _Episode) -> Trajectory:
 def observation(episode: _Episode, seat: str, turn: int) -> str:
     """What `seat` reads before turn `turn`: the task, the files present, upstream's report, its last try."""
     parts = [episode.problem.question, f"Files in the workspace now: {_listing(episode.workspace)}"]
+    if seat == SEATS[0]:
+        parts.append(f"train.csv begins:\n{_head(episode.workspace / 'train.csv')}")
     upstream = SEATS[: SEATS.index(seat)]
     if upstream:
         previous = upstream[-1]
@@ -187,6 +189,15 @@ def observation(episode: _Episode, seat: str, turn: int) -> str:
 def _listing(folder: Path) -> str:
     files = sorted(p for p in folder.iterdir() if p.is_file() and not p.name.startswith("."))
     return ", ".join(f"{p.name} ({_size(p.stat().st_size)})" for p in files) or "(none)"
+
+
+def _head(path: Path, lines: int = 3, limit: int = 800) -> str:
+    """The first lines of a public CSV (header and rows): the columns the agent writes code for."""
+    if not path.is_file():
+        return "(missing)"
+    with path.open(encoding="utf-8", errors="replace") as handle:
+        text = "".join(line for _, line in zip(range(lines), handle))
+    return clip(text.rstrip("\n"), limit)
 
 
 def _size(size: int) -> str:
