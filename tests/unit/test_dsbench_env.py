@@ -79,10 +79,19 @@ def _rubric(trajectory, use_ground_truth: bool) -> list[tuple[str, float]]:
     return [(s.rationale.split(":")[0].removeprefix("rule "), s.score) for s in scores]
 
 
-def test_a_working_pipeline_hands_files_over_and_is_graded(tmp_path):
+@pytest.fixture(scope="module")
+def working(tmp_path_factory):
+    """One rollout of a working pipeline (its workspace root kept, to see it emptied): (trajectory, chats,
+    root)."""
+    root = tmp_path_factory.mktemp("workspaces")
     trajectory, seen = _roll_out(
-        {"data_engineer": [ENGINEER], "modeler": [MODELER], "analyst": [ANALYST]}, 2, tmp_path
+        {"data_engineer": [ENGINEER], "modeler": [MODELER], "analyst": [ANALYST]}, 2, root
     )
+    return trajectory, seen, root
+
+
+def test_a_working_pipeline_hands_files_over_and_is_graded(working):
+    trajectory, _, root = working
     assert [(a.agent, a.turn) for a in trajectory.actions] == [
         ("data_engineer", 0),
         ("modeler", 0),
@@ -98,7 +107,7 @@ def test_a_working_pipeline_hands_files_over_and_is_graded(tmp_path):
     assert trajectory.correct and outcome["valid"] and outcome["kind"] == "classification"
     assert outcome["metric"] == "accuracy" and outcome["value"] > 0.8 and outcome["fair_score"] > 0.5
     assert trajectory.final_answer.startswith("accuracy ")
-    assert list(tmp_path.iterdir()) == []  # the workspace is gone once graded
+    assert list(root.iterdir()) == []  # the workspace is gone once graded
     assert _rubric(trajectory, False) == [
         ("data_engineer.saved_all", 8),
         ("modeler.saved_all", 8),
@@ -129,8 +138,8 @@ def test_an_upstream_crash_is_blamed_upstream_not_on_who_reports_it():
     assert rules[2:] == [("modeler.blocked_reported", 5)] * 2 + [("analyst.blocked_reported", 5)] * 2
 
 
-def test_ground_truth_reaches_the_coach_for_the_analyst_only():
-    trajectory, _ = _roll_out({"data_engineer": [ENGINEER], "modeler": [MODELER], "analyst": [ANALYST]})
+def test_ground_truth_reaches_the_coach_for_the_analyst_only(working):
+    trajectory, _, _ = working
     requests = build_requests(trajectory, TASK, ROLES, "dsbench", True, reference_fn=metrics_reference)
     shown = ["COMPUTED RESULT" in r.messages[1]["content"] for r in requests]
     assert shown == [False, False, True]
@@ -139,17 +148,19 @@ def test_ground_truth_reaches_the_coach_for_the_analyst_only():
     assert not any("COMPUTED RESULT" in r.messages[1]["content"] for r in without)
 
 
-def test_hidden_labels_stay_out_of_prompts_and_workspace(tmp_path):
+def test_hidden_labels_stay_out_of_prompts_and_workspace(tmp_path, working):
     task, _ = _problem()
     assert write_workspace(task, tmp_path) == ["train.csv", "test.csv", "sample_submission.csv"]
     assert "species" not in pd.read_csv(tmp_path / "test.csv").columns
-    trajectory, seen = _roll_out({"data_engineer": [ENGINEER], "modeler": [MODELER], "analyst": [ANALYST]})
+    assert pd.read_csv(tmp_path / "sample_submission.csv")["species"].nunique() == 1  # a placeholder
+    trajectory, seen, _ = working
     labels = hidden_labels(task)
     test_ids = set(labels["id"].astype(str))
     assert len(test_ids) > 10
-    for action in trajectory.actions:  # the test rows' labels would need id,label pairs: none appears
-        pairs = {f"{i},{y}" for i, y in zip(labels["id"], labels["species"], strict=True)}
-        assert not any(pair in action.observation for pair in pairs)
+    pairs = {f"\n{i},{y}\n" for i, y in zip(labels["id"], labels["species"], strict=True)}
+    for action in trajectory.actions:  # a leaked label file would show `id,label` lines: none appears
+        lines = f"\n{action.observation}\n"
+        assert not any(pair in lines for pair in pairs)
 
 
 @pytest.mark.skipif(not bwrap_available(), reason="covering paths needs bubblewrap")
