@@ -8,11 +8,12 @@ What it measures, in one process, alternating the two sides for `--repeats` roun
   `asyncio.run(run_mathchat(...))` on the first N built-in training problems. Timed: that call, i.e. Ray
   calls, chat templating, batched HF `generate` with per-token logprobs, the sandbox running the
   executor's code, answer grading. Tokens: every action's `response_token_ids`.
-- bare: plain `model.generate` in this process on the exact prompt strings mappa's agents sent (`Action.prompt`),
-  grouped per agent call in the order they were issued (solver batch, executor batch per turn, verifier
-  batch), each group sorted by length and cut into batches of `--batch-size` with left padding (as
-  `HFEngine` does), the same sampling settings and seed per call, no logits or scores returned; one outer
-  bf16 autocast only where the CPU has native bf16. Tokens: each row up to and including its first EOS.
+- bare: plain `model.generate` in this process on the exact prompt strings mappa's agents sent
+  (`Action.prompt`), grouped per agent call in the order they were issued (solver batch, executor batch
+  per turn, verifier batch); each group sorted by length and cut into batches of `--batch-size` with left
+  padding (as `HFEngine` does); the same sampling settings, the same seed per call; no logits or scores
+  returned; one outer bf16 autocast only where the CPU has native bf16, else fp32. Tokens: each row up to
+  and including its first EOS (padding after it not counted).
 Figure: generated tokens / wall seconds per side; the ratio of medians mappa / bare against the target 0.9.
 Ray start and model loading are outside the timed region; both sides get one small untimed call first.
 
@@ -259,7 +260,8 @@ def run_bare(model, tokenizer, groups: list[list[str]], args, params, repeat: in
             torch.manual_seed(params.seed)
             rows = sorted((tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts), key=len)
             for start in range(0, len(rows), args.batch_size):
-                tokens += generate_batch(model, tokenizer, rows[start : start + args.batch_size], params, stops)
+                batch = rows[start : start + args.batch_size]
+                tokens += generate_batch(model, tokenizer, batch, params, stops)
     wall = time.perf_counter() - started
     return Measurement("bare", repeat, wall, tokens, len(groups))
 
@@ -326,7 +328,8 @@ def report(result: dict[str, Any]) -> None:
     from mappa.sandbox import bwrap_available
 
     machine = result["machine"]
-    facts = {**result["settings"], **machine, "sandbox": "bubblewrap" if bwrap_available() else "plain process"}
+    sandbox = "bubblewrap" if bwrap_available() else "plain process"
+    facts = {**result["settings"], **machine, "sandbox": sandbox}
     facts["precision"] = "bf16 autocast (native)" if machine["bf16_autocast"] else "fp32 (no native bf16)"
     print_facts("Rollout benchmark: settings and machine", facts)
     rows = []

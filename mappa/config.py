@@ -74,9 +74,10 @@ class AgentConfig(_Section):
 class CoachConfig(_Section):
     """The coach that scores every action 0-10 (`mappa.coach`)."""
 
-    type: Literal["local", "openai", "rubric"] = "local"
+    type: Literal["local", "openai", "rubric", "outcome"] = "local"
     """`local`: an engine of this project; `openai`: any OpenAI-compatible endpoint;
-    `rubric`: programmatic rules."""
+    `rubric`: programmatic rules; `outcome`: the trajectory's success (10 or 0) for every action, the
+    outcome-only baseline."""
     model: str = "smollm2"
     """For `local`: a model spec as for agents; for `openai`: the model name the endpoint serves."""
     base_url: str | None = None

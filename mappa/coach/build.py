@@ -18,6 +18,7 @@ from mappa.coach.cache import AnswerCache
 from mappa.coach.expected import ExpectedScoreCoach, LogprobFn
 from mappa.coach.local import ChatFn, LocalCoach
 from mappa.coach.openai import OpenAICoach
+from mappa.coach.outcome import OutcomeCoach
 from mappa.coach.rubric import RubricCoach
 from mappa.config import CoachConfig
 
@@ -50,6 +51,8 @@ def cache_settings(config: CoachConfig) -> dict[str, object]:
 def _build(config: CoachConfig, chat_fn: ChatFn | None, env_type: str, logprob_fn: LogprobFn | None) -> Coach:
     if config.type == "rubric":
         return RubricCoach(config.use_ground_truth, env_type)
+    if config.type == "outcome":
+        return OutcomeCoach()
     if config.type == "local" and config.scoring == "expected":
         if logprob_fn is None:
             raise ValueError("coach.scoring=expected needs a logprob_fn (an engine's next-token logprobs)")
@@ -63,7 +66,7 @@ def _build(config: CoachConfig, chat_fn: ChatFn | None, env_type: str, logprob_f
         return LocalCoach(chat_fn, config.model, config.fallback_score)
     if config.type == "openai":
         return OpenAICoach(config, _api_key(config))
-    raise ValueError(f"unknown coach.type {config.type!r}; choose local, openai or rubric")
+    raise ValueError(f"unknown coach.type {config.type!r}; choose local, openai, rubric or outcome")
 
 
 def _api_key(config: CoachConfig) -> str | None:

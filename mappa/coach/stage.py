@@ -71,7 +71,7 @@ def _score_iteration(run: Run, iteration: int) -> dict[str, Any]:
     run.store.write_parquet(frame, *run.output_parts(iteration, "score"))
     status = Counter(s.parse_status for s in scores)
     agreement = None
-    if config.coach.type != "rubric":  # how far an LLM coach agrees with the explicit rules, per agent
+    if config.coach.type != "rubric":  # how far another coach agrees with the explicit rules, per agent
         rubric = build_coach(config.coach.model_copy(update={"type": "rubric"}), None, config.env.type)
         ruled = asyncio.run(
             score_trajectories(rubric, trajectories, spec.roles, config.coach, reference_fn=reference)

@@ -410,3 +410,12 @@ def test_agreement_by_agent_is_pearson_per_agent():
     llm = scores([("a", 1.0), ("a", 2.0), ("a", 3.0), ("b", 5.0), ("b", 5.0)])
     rubric = scores([("a", 3.0), ("a", 2.0), ("a", 1.0), ("b", 1.0), ("b", 9.0)])
     assert agreement_by_agent(llm, rubric) == {"a": -1.0, "b": None}
+
+
+def test_outcome_coach_gives_every_action_the_trajectory_outcome():
+    config = CoachConfig(type="outcome")
+    coach = build_coach(config)
+    won, lost = _trajectory(correct=True, tid="won"), _trajectory(correct=False, final="20", tid="lost")
+    scores = asyncio.run(score_trajectories(coach, [won, lost], ROLES, config))
+    assert [s.score for s in scores] == [10.0] * 3 + [0.0] * 3
+    assert {s.coach_model for s in scores} == {"outcome"} and all(s.used_ground_truth for s in scores)

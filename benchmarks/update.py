@@ -1,0 +1,416 @@
+"""Update throughput and memory: mappa's REINFORCE++ update against a minimal hand-written one.
+
+What it measures: one policy update over a fixed synthetic batch on the real tokenizer (`--actions`
+actions, prompts and responses of about `--prompt-tokens` / `--response-tokens` random token ids, lengths
+varying by +-25%, fixed random per-token advantages; all from `--seed`). One step, on both sides, is the
+work mappa does per agent and iteration:
+- old logprobs: a no-grad forward of the policy over the batch (mappa: the advantages stage's
+  `worker.logprobs(..., "policy")`, i.e. `TorchTrainer.logprobs`);
+- reference logprobs: a no-grad forward of the frozen reference (`TorchTrainer.logprobs(..., "ref")`);
+- the update: per micro-batch of `--micro-batch-size` (sorted by length, padded) a policy forward, the
+  clipped policy-gradient loss (ratio = exp(logp - old), -min(r A, clip(r, 0.8, 1.2) A), token mean
+  weighted by token share), backward; then clip_grad_norm_ 1.0 and one AdamW step (lr 1e-5, no weight
+  decay). mappa: `TorchTrainer(path, TrainerConfig(micro_batch_size=...), AlgoConfig(), ...).train()`,
+  which itself does only this part: it takes old logprobs as given and never runs the reference.
+mappa's side also calls `release_freed_memory()` after each of the three calls, as `ModelWorker` does.
+The minimal side is written out below with nothing else (its own padding and logprob code; fp32 master
+weights, bf16 autocast for the policy forward only where the CPU has native bf16, as `auto` does).
+
+How: each side runs in its own fresh subprocess per repeat, alternating mappa, minimal, mappa, ... for
+`--repeats` rounds; a child loads its models, does one untimed warm-up step, then `--steps` timed steps.
+Training tokens/s = response tokens per step / step seconds. Peak memory = the child's peak RSS
+(`ru_maxrss`) after its steps; RSS after loading is shown too, so the step's own increase is visible.
+Targets (the project's issue): mappa >= 0.95x the minimal loop's tokens/s; mappa's peak <= minimal's + 10%.
+The warm-up step's loss and gradient norm are shown for both sides: same weights and data, so they should
+agree (a check that both compute the same update).
+
+Not covered: the Ray call and the parquet round trip around the update, the advantage computation (pure
+tensor math, milliseconds), checkpoint writing, LoRA, DeepSpeed, several optimizer steps per update,
+real (non-random) text. A comparison with TRL runs only if `trl` is importable, and even then is not
+implemented yet (recorded as null).
+
+Full settings (SmolLM2-135M-Instruct):  python benchmarks/update.py
+Smoke run on a tiny random model:       python benchmarks/update.py --tiny --actions 8 --prompt-tokens 32
+                                        --response-tokens 32 --steps 1 --repeats 2
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+import argparse  # noqa: E402 - the environment above must be set before any hub import
+import contextlib  # noqa: E402
+import copy  # noqa: E402
+import importlib.metadata  # noqa: E402
+import importlib.util  # noqa: E402
+import json  # noqa: E402
+import random  # noqa: E402
+import resource  # noqa: E402
+import shutil  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
+
+from comparison import (  # noqa: E402
+    default_out,
+    machine_info,
+    median,
+    print_facts,
+    print_table,
+    verdict,
+    write_json,
+)
+
+SPEED_TARGET = 0.95  # mappa's training tokens/s at least this share of the minimal loop's
+MEMORY_TARGET = 1.10  # mappa's peak RSS at most this multiple of the minimal loop's
+SIDES = ("mappa", "minimal")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description="mappa's update (TorchTrainer: old/ref logprobs + train) vs a minimal hand-written "
+        "REINFORCE step: training tokens/s and peak RSS, each side in fresh subprocesses, interleaved.",
+    )
+    model = parser.add_mutually_exclusive_group()
+    model.add_argument("--model", default="smollm2", help="model spec or HF folder (default: smollm2)")
+    model.add_argument("--tiny", action="store_true", help="build a tiny random model in a temp folder")
+    parser.add_argument("--actions", type=int, default=16, help="actions in the batch (default 16)")
+    parser.add_argument("--prompt-tokens", type=int, default=128, help="mean prompt length (default 128)")
+    parser.add_argument("--response-tokens", type=int, default=128, help="mean response length (128)")
+    parser.add_argument("--micro-batch-size", type=int, default=4)
+    parser.add_argument("--steps", type=int, default=2, help="timed steps per child, after 1 warm-up")
+    parser.add_argument("--repeats", type=int, default=3, help="children per side, alternating")
+    parser.add_argument("--threads", type=int, default=os.cpu_count(), help="torch threads, both sides")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", default=default_out("update"), help="JSON result path")
+    parser.add_argument("--child", choices=SIDES, help=argparse.SUPPRESS)  # internal: run one side
+    parser.add_argument("--batch", help=argparse.SUPPRESS)
+    parser.add_argument("--result", help=argparse.SUPPRESS)
+    return parser.parse_args(argv)
+
+
+# ---------------------------------------------------------------- the batch (parent)
+
+
+def build_batch(model_path: str, args: argparse.Namespace) -> dict[str, Any]:
+    """Random token ids from the real vocabulary and random advantages, fixed by the seed."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(model_path)
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    rng = random.Random(args.seed)
+
+    def length(mean: int) -> int:
+        return max(1, rng.randint(mean - mean // 4, mean + mean // 4))
+
+    def tokens(count: int) -> list[int]:
+        return [rng.randrange(len(tokenizer)) for _ in range(count)]
+
+    prompts = [tokens(length(args.prompt_tokens)) for _ in range(args.actions)]
+    responses = [tokens(length(args.response_tokens)) for _ in range(args.actions)]
+    advantages = [[rng.gauss(0.0, 1.0) for _ in r] for r in responses]
+    return {"prompts": prompts, "responses": responses, "advantages": advantages, "pad_token_id": pad}
+
+
+# ---------------------------------------------------------------- the two sides (children)
+
+
+class MappaSide:
+    """What mappa runs per agent and iteration: two `TorchTrainer.logprobs` calls, then `train`."""
+
+    def __init__(self, model_path: str, batch: dict[str, Any], args: argparse.Namespace) -> None:
+        from mappa.config import AlgoConfig, TrainerConfig
+        from mappa.trainer.torch_trainer import TorchTrainer
+
+        self.batch = batch
+        config = TrainerConfig(micro_batch_size=args.micro_batch_size)
+        self.trainer = TorchTrainer(model_path, config, AlgoConfig(), batch["pad_token_id"], True, seed=0)
+
+    def step(self) -> dict[str, float]:
+        from mappa.cluster.model_worker import release_freed_memory
+        from mappa.trainer.torch_trainer import TrainSample
+
+        prompts, responses = self.batch["prompts"], self.batch["responses"]
+        started = time.perf_counter()
+        old = self.trainer.logprobs(prompts, responses, "policy")
+        release_freed_memory()
+        self.trainer.logprobs(prompts, responses, "ref")  # feeds the KL rewards in mappa's advantages
+        release_freed_memory()
+        forwards = time.perf_counter()
+        samples = [TrainSample(*row) for row in zip(prompts, responses, old, self.batch["advantages"])]
+        metrics = self.trainer.train(samples, seed=0)
+        release_freed_memory()
+        done = time.perf_counter()
+        return {
+            "forwards_s": forwards - started,
+            "update_s": done - forwards,
+            "loss": metrics["loss"],
+            "grad_norm": metrics["grad_norm"],
+        }
+
+
+class MinimalSide:
+    """A hand-written REINFORCE step: reference and old-logprob forwards, clipped PG loss, AdamW."""
+
+    def __init__(self, model_path: str, batch: dict[str, Any], args: argparse.Namespace) -> None:
+        import torch
+        from transformers import AutoModelForCausalLM
+
+        from mappa.inference.precision import resolve_bf16
+
+        self.batch = batch
+        self.policy = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32)
+        self.reference = copy.deepcopy(self.policy).eval().requires_grad_(False)
+        self.optimizer = torch.optim.AdamW(self.policy.parameters(), lr=1e-5, weight_decay=0.0)
+        prompts, responses = batch["prompts"], batch["responses"]
+        order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]) + len(responses[i]))
+        size = args.micro_batch_size
+        self.chunks = [order[start : start + size] for start in range(0, len(order), size)]
+        self.total_tokens = sum(len(r) for r in responses)
+        self.bf16 = resolve_bf16("auto")
+
+    def step(self) -> dict[str, float]:
+        import torch
+
+        started = time.perf_counter()
+        with torch.no_grad():
+            for chunk in self.chunks:
+                self.logprobs(self.reference, chunk)  # feeds the KL rewards in a real update
+            self.policy.eval()
+            old = [self.logprobs(self.policy, chunk)[0] for chunk in self.chunks]
+        forwards = time.perf_counter()
+        self.policy.train()
+        self.optimizer.zero_grad(set_to_none=True)
+        autocast = torch.autocast("cpu", dtype=torch.bfloat16) if self.bf16 else contextlib.nullcontext()
+        loss_total = 0.0
+        for chunk, old_logprobs in zip(self.chunks, old):
+            with autocast:
+                logprobs, mask = self.logprobs(self.policy, chunk)  # (B, K) each
+            advantages = self.right_aligned([self.batch["advantages"][i] for i in chunk], mask.shape[1])
+            ratio = (logprobs - old_logprobs).exp()
+            surrogate = torch.minimum(ratio * advantages, ratio.clamp(0.8, 1.2) * advantages)
+            loss = -(surrogate * mask).sum() / self.total_tokens  # token mean over the whole step
+            loss.backward()
+            loss_total += loss.item()
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.policy.parameters(), 1.0)
+        self.optimizer.step()
+        done = time.perf_counter()
+        return {
+            "forwards_s": forwards - started,
+            "update_s": done - forwards,
+            "loss": loss_total,
+            "grad_norm": float(grad_norm),
+        }
+
+    def logprobs(self, model, chunk: list[int]):
+        """Response-token logprobs and mask, (B, K) with responses right-aligned (left padding)."""
+        import torch
+
+        prompts, responses = self.batch["prompts"], self.batch["responses"]
+        rows = [prompts[i] + responses[i] for i in chunk]
+        width, keep = max(len(r) for r in rows), max(len(responses[i]) for i in chunk)
+        pad = self.batch["pad_token_id"]
+        input_ids = torch.tensor([[pad] * (width - len(r)) + r for r in rows])  # (B, L)
+        attention = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rows])  # (B, L)
+        positions = (attention.cumsum(-1) - 1).clamp(min=0)
+        out = model(
+            input_ids=input_ids, attention_mask=attention, position_ids=positions, logits_to_keep=keep + 1
+        )
+        logits = out.logits[:, :-1]  # (B, K, V): the position before each of the last K tokens
+        targets = input_ids[:, -keep:]  # (B, K)
+        logprobs = logits.float().log_softmax(-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+        lengths = torch.tensor([len(responses[i]) for i in chunk]).unsqueeze(1)  # (B, 1)
+        mask = (torch.arange(keep).unsqueeze(0) >= keep - lengths).float()  # (B, K)
+        return logprobs * mask, mask
+
+    @staticmethod
+    def right_aligned(rows: list[list[float]], width: int):
+        import torch
+
+        return torch.tensor([[0.0] * (width - len(r)) + r for r in rows])  # (B, K)
+
+
+def current_rss_mb() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+
+
+def run_child(args: argparse.Namespace) -> None:
+    """One side in this fresh process: load, warm up, timed steps; the result as JSON to `--result`."""
+    import torch
+
+    torch.set_num_threads(args.threads)
+    batch = json.loads(Path(args.batch).read_text())
+    started = time.perf_counter()
+    side = (MappaSide if args.child == "mappa" else MinimalSide)(args.model, batch, args)
+    load_s = time.perf_counter() - started
+    rss_after_load = current_rss_mb()
+    warm_up = side.step()
+    steps = []
+    for _ in range(args.steps):
+        began = time.perf_counter()
+        phases = side.step()
+        steps.append({**phases, "step_s": time.perf_counter() - began})
+    result = {
+        "load_s": load_s,
+        "rss_after_load_mb": rss_after_load,
+        "peak_rss_mb": peak_rss_mb(),
+        "warm_up": warm_up,
+        "steps": steps,
+        "response_tokens": sum(len(r) for r in batch["responses"]),
+    }
+    Path(args.result).write_text(json.dumps(result))
+
+
+# ---------------------------------------------------------------- the comparison (parent)
+
+
+def spawn(side: str, args: argparse.Namespace, model_path: str, batch_path: Path) -> dict[str, Any]:
+    result_path = batch_path.with_name(f"result-{side}.json")
+    command = [sys.executable, str(Path(__file__).resolve()), "--child", side, "--model", model_path]
+    command += ["--batch", str(batch_path), "--result", str(result_path), "--threads", str(args.threads)]
+    command += ["--micro-batch-size", str(args.micro_batch_size), "--steps", str(args.steps)]
+    env = {**os.environ, "OMP_NUM_THREADS": str(args.threads)}
+    done = subprocess.run(command, env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"the {side} child failed ({done.returncode}):\n{done.stderr[-4000:]}")
+    result = json.loads(result_path.read_text())
+    seconds = sum(s["step_s"] for s in result["steps"])
+    result["tokens_per_s"] = result["response_tokens"] * len(result["steps"]) / max(seconds, 1e-9)
+    return {"side": side, **result}
+
+
+def trl_status() -> str:
+    if importlib.util.find_spec("trl") is None:
+        return "trl not installed: skipped"
+    version = importlib.metadata.version("trl")
+    return f"trl {version} is installed, but this script has no TRL side yet: skipped"
+
+
+def compare(args: argparse.Namespace, model_path: str, scratch: Path) -> dict[str, Any]:
+    trl = trl_status()
+    print(trl)
+    batch_path = scratch / "batch.json"
+    batch_path.write_text(json.dumps(build_batch(model_path, args)))
+    runs = []
+    for repeat in range(args.repeats):
+        for side in SIDES:
+            run = {**spawn(side, args, model_path, batch_path), "repeat": repeat}
+            runs.append(run)
+            rate, peak = run["tokens_per_s"], run["peak_rss_mb"]
+            print(f"repeat {repeat} {side}: {rate:.1f} tokens/s, peak RSS {peak:.0f} MB")
+    return summarize(runs, args, model_path, trl)
+
+
+def summarize(runs: list[dict[str, Any]], args, model_path: str, trl: str) -> dict[str, Any]:
+    speed = {side: median([r["tokens_per_s"] for r in runs if r["side"] == side]) for side in SIDES}
+    peak = {side: median([r["peak_rss_mb"] for r in runs if r["side"] == side]) for side in SIDES}
+    speed_ratio = speed["mappa"] / speed["minimal"]
+    memory_ratio = peak["mappa"] / peak["minimal"]
+    settings = {key: getattr(args, key) for key in ("actions", "prompt_tokens", "response_tokens")}
+    settings.update(
+        model=model_path,
+        micro_batch_size=args.micro_batch_size,
+        steps=args.steps,
+        repeats=args.repeats,
+        seed=args.seed,
+        response_tokens_per_step=runs[0]["response_tokens"],
+    )
+    return {
+        "benchmark": "update",
+        "settings": settings,
+        "machine": machine_info(args.threads),
+        "runs": runs,
+        "median_tokens_per_s": speed,
+        "median_peak_rss_mb": peak,
+        "speed_ratio": speed_ratio,
+        "speed_target": SPEED_TARGET,
+        "speed_verdict": verdict(speed_ratio >= SPEED_TARGET),
+        "memory_ratio": memory_ratio,
+        "memory_target": MEMORY_TARGET,
+        "memory_verdict": verdict(memory_ratio <= MEMORY_TARGET),
+        "trl": None,
+        "trl_note": trl,
+    }
+
+
+def report(result: dict[str, Any]) -> None:
+    machine = result["machine"]
+    facts = {**result["settings"], **machine}
+    facts["precision"] = (
+        "fp32 + bf16 autocast (native)" if machine["bf16_autocast"] else "fp32 (no native bf16)"
+    )
+    print_facts("Update benchmark: settings and machine", facts)
+    rows = []
+    for r in result["runs"]:
+        step = median([s["step_s"] for s in r["steps"]])
+        forwards = median([s["forwards_s"] for s in r["steps"]])
+        update = median([s["update_s"] for s in r["steps"]])
+        increase = r["peak_rss_mb"] - r["rss_after_load_mb"]
+        rows.append(
+            (r["side"], r["repeat"], r["load_s"], forwards, update, step, r["tokens_per_s"])
+            + (
+                r["rss_after_load_mb"],
+                r["peak_rss_mb"],
+                increase,
+                r["warm_up"]["loss"],
+                r["warm_up"]["grad_norm"],
+            )
+        )
+    columns = ("side", "repeat", "load s", "old+ref fwd s", "update s", "step s", "tokens/s")
+    columns += ("RSS loaded MB", "peak RSS MB", "step's own MB", "warm-up loss", "warm-up grad norm")
+    print_table(
+        "Per child process (alternating, in run order; seconds are medians over its steps)", columns, rows
+    )
+    speed, peak = result["median_tokens_per_s"], result["median_peak_rss_mb"]
+    print_table(
+        "Result",
+        ("figure", "mappa", "minimal", "ratio", "target", "verdict"),
+        [
+            ("training tokens/s (median)", speed["mappa"], speed["minimal"], result["speed_ratio"])
+            + (f">= {SPEED_TARGET}", result["speed_verdict"]),
+            ("peak RSS MB (median)", peak["mappa"], peak["minimal"], result["memory_ratio"])
+            + (f"<= {MEMORY_TARGET}", result["memory_verdict"]),
+        ],
+    )
+    print(result["trl_note"])
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    if args.child:
+        run_child(args)
+        return
+    scratch = Path(tempfile.mkdtemp(prefix="mappa-bench-"))
+    try:
+        if args.tiny:
+            from mappa.inference.tiny_model import build_tiny_model
+
+            model_path = str(build_tiny_model(scratch / "tiny-model"))
+        else:
+            from mappa.inference.prepare import resolve_model
+
+            model_path = resolve_model(args.model)
+        print(f"model {model_path}; torch threads {args.threads} on both sides")
+        result = compare(args, model_path, scratch)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    report(result)
+    print(f"wrote {write_json(args.out, result)}")
+
+
+if __name__ == "__main__":
+    main()
