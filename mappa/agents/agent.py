@@ -45,7 +45,7 @@ class Agent:
         chats = [
             [{"role": "system", "content": self.role}, {"role": "user", "content": o}] for o in observations
         ]
-        answers = await self.chat(chats, self.params)
+        answers = await self.chat(chats, self._call_params(observations))
         return [Reply(o, prompt, gen, seconds) for o, (prompt, gen, seconds) in zip(observations, answers)]
 
     def _call_params(self, observations: list[str]) -> SamplingParams:
