@@ -23,7 +23,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-console = Console()
+console = Console(width=None if sys.stdout.isatty() else 120)  # a log file gets untruncated tables
 
 
 def cpu_model() -> str:

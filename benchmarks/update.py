@@ -13,8 +13,8 @@ work mappa does per agent and iteration:
   decay). mappa: `TorchTrainer(path, TrainerConfig(micro_batch_size=...), AlgoConfig(), ...).train()`,
   which itself does only this part: it takes old logprobs as given and never runs the reference.
 mappa's side also calls `release_freed_memory()` after each of the three calls, as `ModelWorker` does.
-The minimal side is written out below with nothing else (its own padding and logprob code; fp32 master
-weights, bf16 autocast for the policy forward only where the CPU has native bf16, as `auto` does).
+The minimal side (`benchmarks/minimal_update.py`) is written out with nothing else: its own padding and
+logprob code; fp32 master weights, bf16 autocast for the policy forward only where the CPU has native bf16.
 
 How: each side runs in its own fresh subprocess per repeat, alternating mappa, minimal, mappa, ... for
 `--repeats` rounds; a child loads its models, does one untimed warm-up step, then `--steps` timed steps.
@@ -43,8 +43,6 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import argparse  # noqa: E402 - the environment above must be set before any hub import
-import contextlib  # noqa: E402
-import copy  # noqa: E402
 import importlib.metadata  # noqa: E402
 import importlib.util  # noqa: E402
 import json  # noqa: E402
@@ -125,12 +123,12 @@ def build_batch(model_path: str, args: argparse.Namespace) -> dict[str, Any]:
 class MappaSide:
     """What mappa runs per agent and iteration: two `TorchTrainer.logprobs` calls, then `train`."""
 
-    def __init__(self, model_path: str, batch: dict[str, Any], args: argparse.Namespace) -> None:
+    def __init__(self, model_path: str, batch: dict[str, Any], micro_batch_size: int) -> None:
         from mappa.config import AlgoConfig, TrainerConfig
         from mappa.trainer.torch_trainer import TorchTrainer
 
         self.batch = batch
-        config = TrainerConfig(micro_batch_size=args.micro_batch_size)
+        config = TrainerConfig(micro_batch_size=micro_batch_size)
         self.trainer = TorchTrainer(model_path, config, AlgoConfig(), batch["pad_token_id"], True, seed=0)
 
     def step(self) -> dict[str, float]:
@@ -156,87 +154,6 @@ class MappaSide:
         }
 
 
-class MinimalSide:
-    """A hand-written REINFORCE step: reference and old-logprob forwards, clipped PG loss, AdamW."""
-
-    def __init__(self, model_path: str, batch: dict[str, Any], args: argparse.Namespace) -> None:
-        import torch
-        from transformers import AutoModelForCausalLM
-
-        from mappa.inference.precision import resolve_bf16
-
-        self.batch = batch
-        self.policy = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32)
-        self.reference = copy.deepcopy(self.policy).eval().requires_grad_(False)
-        self.optimizer = torch.optim.AdamW(self.policy.parameters(), lr=1e-5, weight_decay=0.0)
-        prompts, responses = batch["prompts"], batch["responses"]
-        order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]) + len(responses[i]))
-        size = args.micro_batch_size
-        self.chunks = [order[start : start + size] for start in range(0, len(order), size)]
-        self.total_tokens = sum(len(r) for r in responses)
-        self.bf16 = resolve_bf16("auto")
-
-    def step(self) -> dict[str, float]:
-        import torch
-
-        started = time.perf_counter()
-        with torch.no_grad():
-            for chunk in self.chunks:
-                self.logprobs(self.reference, chunk)  # feeds the KL rewards in a real update
-            self.policy.eval()
-            old = [self.logprobs(self.policy, chunk)[0] for chunk in self.chunks]
-        forwards = time.perf_counter()
-        self.policy.train()
-        self.optimizer.zero_grad(set_to_none=True)
-        autocast = torch.autocast("cpu", dtype=torch.bfloat16) if self.bf16 else contextlib.nullcontext()
-        loss_total = 0.0
-        for chunk, old_logprobs in zip(self.chunks, old):
-            with autocast:
-                logprobs, mask = self.logprobs(self.policy, chunk)  # (B, K) each
-            advantages = self.right_aligned([self.batch["advantages"][i] for i in chunk], mask.shape[1])
-            ratio = (logprobs - old_logprobs).exp()
-            surrogate = torch.minimum(ratio * advantages, ratio.clamp(0.8, 1.2) * advantages)
-            loss = -(surrogate * mask).sum() / self.total_tokens  # token mean over the whole step
-            loss.backward()
-            loss_total += loss.item()
-        grad_norm = torch.nn.utils.clip_grad_norm_(self.policy.parameters(), 1.0)
-        self.optimizer.step()
-        done = time.perf_counter()
-        return {
-            "forwards_s": forwards - started,
-            "update_s": done - forwards,
-            "loss": loss_total,
-            "grad_norm": float(grad_norm),
-        }
-
-    def logprobs(self, model, chunk: list[int]):
-        """Response-token logprobs and mask, (B, K) with responses right-aligned (left padding)."""
-        import torch
-
-        prompts, responses = self.batch["prompts"], self.batch["responses"]
-        rows = [prompts[i] + responses[i] for i in chunk]
-        width, keep = max(len(r) for r in rows), max(len(responses[i]) for i in chunk)
-        pad = self.batch["pad_token_id"]
-        input_ids = torch.tensor([[pad] * (width - len(r)) + r for r in rows])  # (B, L)
-        attention = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rows])  # (B, L)
-        positions = (attention.cumsum(-1) - 1).clamp(min=0)
-        out = model(
-            input_ids=input_ids, attention_mask=attention, position_ids=positions, logits_to_keep=keep + 1
-        )
-        logits = out.logits[:, :-1]  # (B, K, V): the position before each of the last K tokens
-        targets = input_ids[:, -keep:]  # (B, K)
-        logprobs = logits.float().log_softmax(-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
-        lengths = torch.tensor([len(responses[i]) for i in chunk]).unsqueeze(1)  # (B, 1)
-        mask = (torch.arange(keep).unsqueeze(0) >= keep - lengths).float()  # (B, K)
-        return logprobs * mask, mask
-
-    @staticmethod
-    def right_aligned(rows: list[list[float]], width: int):
-        import torch
-
-        return torch.tensor([[0.0] * (width - len(r)) + r for r in rows])  # (B, K)
-
-
 def current_rss_mb() -> float:
     for line in Path("/proc/self/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -255,7 +172,12 @@ def run_child(args: argparse.Namespace) -> None:
     torch.set_num_threads(args.threads)
     batch = json.loads(Path(args.batch).read_text())
     started = time.perf_counter()
-    side = (MappaSide if args.child == "mappa" else MinimalSide)(args.model, batch, args)
+    if args.child == "mappa":
+        side = MappaSide(args.model, batch, args.micro_batch_size)
+    else:
+        from minimal_update import MinimalSide  # each child imports its own side only
+
+        side = MinimalSide(args.model, batch, args.micro_batch_size)
     load_s = time.perf_counter() - started
     rss_after_load = current_rss_mb()
     warm_up = side.step()
@@ -350,32 +272,12 @@ def summarize(runs: list[dict[str, Any]], args, model_path: str, trl: str) -> di
 def report(result: dict[str, Any]) -> None:
     machine = result["machine"]
     facts = {**result["settings"], **machine}
-    facts["precision"] = (
-        "fp32 + bf16 autocast (native)" if machine["bf16_autocast"] else "fp32 (no native bf16)"
-    )
+    bf16 = machine["bf16_autocast"]
+    facts["precision"] = "fp32 + bf16 autocast (native)" if bf16 else "fp32 (no native bf16)"
     print_facts("Update benchmark: settings and machine", facts)
-    rows = []
-    for r in result["runs"]:
-        step = median([s["step_s"] for s in r["steps"]])
-        forwards = median([s["forwards_s"] for s in r["steps"]])
-        update = median([s["update_s"] for s in r["steps"]])
-        increase = r["peak_rss_mb"] - r["rss_after_load_mb"]
-        rows.append(
-            (r["side"], r["repeat"], r["load_s"], forwards, update, step, r["tokens_per_s"])
-            + (
-                r["rss_after_load_mb"],
-                r["peak_rss_mb"],
-                increase,
-                r["warm_up"]["loss"],
-                r["warm_up"]["grad_norm"],
-            )
-        )
-    columns = ("side", "repeat", "load s", "old+ref fwd s", "update s", "step s", "tokens/s")
-    columns += ("RSS loaded MB", "peak RSS MB", "step's own MB", "warm-up loss", "warm-up grad norm")
-    print_table(
-        "Per child process (alternating, in run order; seconds are medians over its steps)", columns, rows
-    )
+    report_children(result["runs"])
     speed, peak = result["median_tokens_per_s"], result["median_peak_rss_mb"]
+    warm = {side: next(r["warm_up"] for r in result["runs"] if r["side"] == side) for side in SIDES}
     print_table(
         "Result",
         ("figure", "mappa", "minimal", "ratio", "target", "verdict"),
@@ -384,9 +286,36 @@ def report(result: dict[str, Any]) -> None:
             + (f">= {SPEED_TARGET}", result["speed_verdict"]),
             ("peak RSS MB (median)", peak["mappa"], peak["minimal"], result["memory_ratio"])
             + (f"<= {MEMORY_TARGET}", result["memory_verdict"]),
+            ("check: warm-up loss", *(f"{warm[side]['loss']:.6g}" for side in SIDES), "", "equal", ""),
+            (
+                "check: warm-up grad norm",
+                *(f"{warm[side]['grad_norm']:.6g}" for side in SIDES),
+                "",
+                "equal",
+                "",
+            ),
         ],
     )
     print(result["trl_note"])
+
+
+def report_children(runs: list[dict[str, Any]]) -> None:
+    times, memory = [], []
+    for r in runs:
+        seconds = {key: median([s[key] for s in r["steps"]]) for key in ("forwards_s", "update_s", "step_s")}
+        times.append((r["side"], r["repeat"], r["load_s"], *seconds.values(), r["tokens_per_s"]))
+        increase = r["peak_rss_mb"] - r["rss_after_load_mb"]
+        memory.append((r["side"], r["repeat"], r["rss_after_load_mb"], r["peak_rss_mb"], increase))
+    print_table(
+        "Time per child process (in run order; seconds are medians over its timed steps)",
+        ("side", "repeat", "load s", "old+ref fwd s", "update s", "step s", "tokens/s"),
+        times,
+    )
+    print_table(
+        "Memory per child process (RSS after loading, peak RSS, the step's own increase)",
+        ("side", "repeat", "loaded MB", "peak MB", "step's own MB"),
+        memory,
+    )
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,0 +1,247 @@
+"""Does the coach's signal improve the agents? MathChat under three reward sources, evaluated held out.
+
+Trains the three MathChat agents (SmolLM2-135M-Instruct each, the CPU demo's config) for N iterations under
+each reward source, with the same problems per iteration and the same sampling seed across sources, and
+evaluates the team's success rate greedily on the held-out split at iteration 0 (the base model), after
+N/2 iterations and after N:
+
+    llm       the local SmolLM2 coach (probability-weighted score tokens, `coach.scoring=expected`)
+    rubric    the rubric coach's explicit rules, with ground truth (`mappa.coach.rubric`)
+    outcome   outcome only: the trajectory's correctness (10 or 0) given to every action
+
+For each source and seed it records the success rates, the coach's mean score per agent and the KL per agent
+after each iteration; it prints a table of mean and spread over seeds, writes JSON (`--out`) and a plot
+(`--plot`: success rate against iteration, one line per source, bars for the spread). It checks first that
+the evaluation split shares no problem with the training split.
+
+Each run is a real `mappa train` in a subprocess (its own Ray and Prefect), so a run can be inspected
+afterwards with `mappa inspect RUN --root ROOT`; runs already finished under `--root` are reused (`mappa
+train` skips finished stages), so an interrupted benchmark continues where it stopped.
+
+Default size: 2 iterations x 4 problems x 2 seeds x 3 sources, 16 evaluation problems, 96 new tokens,
+lr 1e-5: about an hour on a 2-core CPU. Larger settings (the paper's regime on GPUs): `--iterations 20
+--problems 32 --eval-problems 64 --max-new-tokens 512 --seeds 0 1 2` with a bigger model in the config.
+
+Not covered: significance testing (2 seeds give a spread, not a confidence interval), other envs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+SOURCES = {
+    "llm": ["coach.type=local", "coach.scoring=expected", "coach.use_ground_truth=true"],
+    "rubric": ["coach.type=rubric", "coach.scoring=generate", "coach.use_ground_truth=true"],
+    "outcome": ["coach.type=outcome", "coach.scoring=generate"],
+}
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--config", default=str(REPO / "configs" / "mathchat-cpu.yaml"))
+    parser.add_argument("--iterations", type=int, default=2)
+    parser.add_argument("--problems", type=int, default=4, help="problems per iteration")
+    parser.add_argument("--eval-problems", type=int, default=16)
+    parser.add_argument("--max-new-tokens", type=int, default=96)
+    parser.add_argument("--lr", type=float, default=1e-5)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
+    parser.add_argument("--sources", nargs="+", default=list(SOURCES), choices=list(SOURCES))
+    parser.add_argument("--set", action="append", default=[], help="more config overrides, e.g. agents.*")
+    parser.add_argument("--root", default=str(REPO / "benchmarks" / "runs" / "learning"))
+    parser.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "learning.json"))
+    parser.add_argument("--plot", default=str(REPO / "benchmarks" / "results" / "learning.png"))
+    return parser.parse_args()
+
+
+def check_splits_disjoint(config_path: str) -> dict[str, int]:
+    from mappa.config import load_config
+    from mappa.envs.registry import load_env_problems
+
+    env = load_config(config_path, []).env
+    train = load_env_problems(env.type, env.train_data)
+    held_out = load_env_problems(env.type, env.eval_data)
+    shared_ids = {p.id for p in train} & {p.id for p in held_out}
+    shared_text = {p.question.strip() for p in train} & {p.question.strip() for p in held_out}
+    if shared_ids or shared_text:
+        raise SystemExit(f"the eval split shares {len(shared_ids | shared_text)} problems with training")
+    return {"train_problems": len(train), "eval_problems": len(held_out), "shared": 0}
+
+
+def mappa(*args: str) -> None:
+    """One `mappa` command in a subprocess; its output goes to this terminal."""
+    command = [str(Path(sys.executable).with_name("mappa")), *args]
+    print("$", " ".join(command), flush=True)
+    subprocess.run(command, check=True, cwd=REPO, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+
+
+def overrides(args: argparse.Namespace, source: str, seed: int) -> list[str]:
+    every = max(1, args.iterations // 2)
+    common = [
+        f"seed={seed}",
+        f"iterations={args.iterations}",
+        f"rollout.problems_per_iteration={args.problems}",
+        f"rollout.eval_problems={args.eval_problems}",
+        f"rollout.max_new_tokens={args.max_new_tokens}",
+        f"rollout.eval_every={every}",
+        f"trainer.lr={args.lr}",
+        f"storage.root={args.root}",
+        f"name=learning-{source}-s{seed}",
+    ]
+    return [*common, *SOURCES[source], *args.set]
+
+
+def train_one(args: argparse.Namespace, source: str, seed: int) -> str:
+    run_id = f"learning-{source}-s{seed}"
+    sets = [part for item in overrides(args, source, seed) for part in ("--set", item)]
+    mappa("train", args.config, "--run-id", run_id, *sets)
+    return run_id
+
+
+def evaluate_base(args: argparse.Namespace, run_id: str) -> None:
+    from mappa.envs.evaluate_stage import evaluation_complete
+    from mappa.storage.run import Run
+
+    if not evaluation_complete(Run.open(args.root, run_id), -1):
+        mappa("evaluate", run_id, "--root", args.root, "--iteration", "-1")
+
+
+def collect(args: argparse.Namespace, run_id: str) -> dict:
+    """Success per evaluated checkpoint (-1: base) and per-iteration coach scores and KL per agent."""
+    from mappa.envs.evaluate_stage import evaluation_complete, evaluation_parts
+    from mappa.storage.curves import run_curves
+    from mappa.storage.run import Run
+
+    run = Run.open(args.root, run_id)
+    success = {}
+    for iteration in range(-1, args.iterations):
+        if evaluation_complete(run, iteration):
+            manifest = run.store.read_json(*evaluation_parts(run, iteration, "_manifest.json"))
+            success[iteration + 1] = manifest["success_rate"]  # keyed by iterations trained
+    curves = run_curves(run)
+    per_agent = {
+        agent: {
+            "mean_score": group["mean_score"].tolist(),
+            "kl": group["kl"].tolist(),
+            "train_success_rate": group["success_rate"].tolist(),
+        }
+        for agent, group in curves.sort_values("iteration").groupby("agent")
+    }
+    return {"run_id": run_id, "eval_success": success, "agents": per_agent}
+
+
+def summarize(results: dict[str, list[dict]], base: float | None) -> dict[str, dict]:
+    summary = {}
+    for source, runs in results.items():
+        points: dict[int, list[float]] = {}
+        for result in runs:
+            for trained, rate in result["eval_success"].items():
+                points.setdefault(int(trained), []).append(rate)
+        if base is not None:
+            points.setdefault(0, [base] * len(runs))
+        summary[source] = {
+            str(k): {"mean": statistics.fmean(v), "spread": (max(v) - min(v)) / 2, "values": v}
+            for k, v in sorted(points.items())
+        }
+    return summary
+
+
+def print_table(summary: dict[str, dict], results: dict[str, list[dict]]) -> None:
+    checkpoints = sorted({int(k) for s in summary.values() for k in s})
+    header = "source    " + "".join(f"  after {k} it.    " for k in checkpoints)
+    print("\nheld-out success rate (greedy), mean ± half-range over seeds")
+    print(header)
+    for source, points in summary.items():
+        cells = "".join(
+            f"  {points[str(k)]['mean']:6.1%} ± {points[str(k)]['spread']:5.1%}  "
+            if str(k) in points
+            else " " * 19
+            for k in checkpoints
+        )
+        print(f"{source:<10}{cells}")
+    print("\nper agent after the last iteration: coach mean score / KL (first seed)")
+    for source, runs in results.items():
+        agents = runs[0]["agents"]
+        cells = ", ".join(
+            f"{a} {v['mean_score'][-1]:.2f} / {v['kl'][-1]:.2e}" for a, v in sorted(agents.items())
+        )
+        print(f"{source:<10}{cells}")
+
+
+def plot(summary: dict[str, dict], path: str, title: str) -> None:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(6.5, 4))
+    FigureCanvasAgg(figure)
+    axes = figure.add_subplot()
+    for offset, (source, points) in enumerate(summary.items()):
+        xs = [int(k) + (offset - 1) * 0.04 for k in points]
+        axes.errorbar(
+            xs,
+            [p["mean"] for p in points.values()],
+            yerr=[p["spread"] for p in points.values()],
+            marker="o",
+            capsize=3,
+            label=source,
+        )
+    axes.set_xlabel("iterations trained")
+    axes.set_ylabel("held-out success rate (greedy)")
+    axes.set_title(title, fontsize=9)
+    axes.legend()
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=120, bbox_inches="tight")
+
+
+def main() -> int:
+    from mappa.config import load_config
+
+    args = parse_args()
+    args.root = str(Path(args.root).resolve())
+    started = time.time()
+    splits = check_splits_disjoint(args.config)
+    print(f"splits: {splits}")
+    results: dict[str, list[dict]] = {source: [] for source in args.sources}
+    base_run = None
+    for seed in args.seeds:
+        for source in args.sources:
+            run_id = train_one(args, source, seed)
+            base_run = base_run or run_id
+            results[source].append(collect(args, run_id))
+    evaluate_base(args, base_run)  # greedy on the same base weights: one evaluation serves every run
+    base = collect(args, base_run)["eval_success"].get(0)
+    summary = summarize(results, base)
+    print_table(summary, results)
+    models = sorted({Path(a.model).name for a in load_config(args.config, args.set).agents.values()})
+    title = (
+        f"MathChat, agents {', '.join(models)}, {args.iterations} it. x {args.problems} problems, "
+        f"seeds {args.seeds}, lr {args.lr:g}"
+    )
+    plot(summary, args.plot, title)
+    report = {
+        "benchmark": "learning",
+        "date": time.strftime("%Y-%m-%d"),
+        "machine": {"cores": os.cpu_count()},
+        "settings": {k: v for k, v in vars(args).items() if k not in {"out", "plot"}},
+        "splits": splits,
+        "base_success": base,
+        "summary": summary,
+        "runs": results,
+        "wall_s": time.time() - started,
+        "plot": args.plot,
+    }
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(report, indent=2))
+    print(f"\nwrote {args.out} and {args.plot} in {report['wall_s'] / 60:.1f} min")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
