@@ -306,16 +306,16 @@ def test_hidden_paths_cannot_be_read_under_bwrap(tmp_path: Path) -> None:
     import sklearn
 
     data = Path(sklearn.__file__).parent / "datasets" / "data"  # sklearn's bundled data sets: labels
-    pyproject = REPO_ROOT / "pyproject.toml"
+    module_file = Path(sklearn.__file__)  # in the environment: visible in the sandbox wherever it lives
     code = (
         "import os\n"
         f"print(sorted(os.listdir({str(data)!r})))\n"
         "try:\n"
-        f"    print(len(open({str(pyproject)!r}).read()))\n"
+        f"    print(len(open({str(module_file)!r}).read()))\n"
         "except PermissionError:\n"
         "    print(0)\n"
     )
-    hidden = SandboxLimits(isolation="bwrap", hidden_paths=(str(data), str(pyproject)))
+    hidden = SandboxLimits(isolation="bwrap", hidden_paths=(str(data), str(module_file)))
     covered = run_python(code, workdir=tmp_path, limits=hidden)
     seen = run_python(code, workdir=tmp_path, limits=SandboxLimits(isolation="bwrap"))
     assert covered.ok and seen.ok, covered.stderr + seen.stderr
