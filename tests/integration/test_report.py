@@ -98,3 +98,35 @@ def test_an_unreachable_api_is_reported_not_raised(synthetic_run):
     assert [a["id"] for a in published["artifacts"].values()] == [None, None]
     assert len(published["errors"]) == 2 and "agents" in published["errors"][0]
     assert synthetic_run.store.exists(*synthetic_run.parts(0, "report", "curves.png"))
+
+
+def test_a_table_per_task_kind_where_the_env_grades_by_kind(prefect_harness, synthetic_run):
+    run = synthetic_run
+    by_kind = {
+        "classification": {
+            "trajectories": 2,
+            "success_rate": 1.0,
+            "fair_score_mean": 0.8,
+            "metrics": {"f1": 0.9},
+        },
+        "regression": {
+            "trajectories": 2,
+            "success_rate": 0.5,
+            "fair_score_mean": 0.4,
+            "metrics": {"rmse": 3.5},
+        },
+    }
+    coach = {"classification": {"all": 6.0, "modeler": 7.0}, "regression": {"all": 5.0, "modeler": 4.0}}
+    rollout, score = run.read_manifest(1, "rollout"), run.read_manifest(1, "score")
+    run.store.write_json({**rollout, "by_kind": by_kind}, *run.parts(1, "rollout", "_manifest.json"))
+    run.store.write_json({**score, "mean_score_by_kind": coach}, *run.parts(1, "score", "_manifest.json"))
+    published = publish_iteration_report(run, 1)
+    assert not published["errors"] and published["artifacts"]["kinds"]["id"]
+    rows = json.loads(read_artifacts(artifact_key(run.run_id, "kinds"))[0].data)
+    assert [(r["kind"], r["success_rate"], r.get("rmse_mean"), r["coach_modeler"]) for r in rows] == [
+        ("classification", 1.0, None, 7.0),
+        ("regression", 0.5, 3.5, 4.0),
+    ]
+    text = read_artifacts(artifact_key(run.run_id, "report"))[0].data
+    assert "- regression: success 50% of 2, relative score 0.40, coach mean 5.00" in text
+    assert "kinds" not in publish_iteration_report(run, 0)["artifacts"]  # MathChat: no kinds, no table
