@@ -13,6 +13,7 @@ import zlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+from mappa.core.types import Action, ToolResult
 from mappa.inference.engine import Generation, SamplingParams
 
 Chat = list[dict[str, str]]
@@ -26,6 +27,36 @@ class Reply:
     prompt: str
     generation: Generation
     seconds: float
+
+    def action(
+        self,
+        trajectory_id: str,
+        problem_id: str,
+        agent: str,
+        index: int,
+        turn: int,
+        tool_call: str | None = None,
+        tool_result: ToolResult | None = None,
+    ) -> Action:
+        """This reply recorded as the `index`-th action of a trajectory, with the tool call it made."""
+        gen = self.generation
+        return Action(
+            trajectory_id=trajectory_id,
+            problem_id=problem_id,
+            agent=agent,
+            index=index,
+            turn=turn,
+            observation=self.observation,
+            prompt=self.prompt,
+            response=gen.text,
+            prompt_token_ids=gen.prompt_token_ids,
+            response_token_ids=gen.token_ids,
+            logprobs=gen.logprobs,
+            finish_reason=gen.finish_reason,
+            tool_call=tool_call,
+            tool_result=tool_result,
+            generation_s=self.seconds,
+        )
 
 
 ChatFn = Callable[[list[Chat], SamplingParams], Awaitable[list[tuple[str, Generation, float]]]]

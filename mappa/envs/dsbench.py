@@ -87,27 +87,9 @@ class _Episode:
     )  # seat -> (code, result)
 
     def record(self, seat: str, turn: int, reply: Reply, code: str | None, result: ToolResult | None) -> None:
-        gen = reply.generation
         self.last[seat] = (code, result)
-        self.actions.append(
-            Action(
-                trajectory_id=self.id,
-                problem_id=self.problem.id,
-                agent=seat,
-                index=len(self.actions),
-                turn=turn,
-                observation=reply.observation,
-                prompt=reply.prompt,
-                response=gen.text,
-                prompt_token_ids=gen.prompt_token_ids,
-                response_token_ids=gen.token_ids,
-                logprobs=gen.logprobs,
-                finish_reason=gen.finish_reason,
-                tool_call=code,
-                tool_result=result,
-                generation_s=reply.seconds,
-            )
-        )
+        action = reply.action(self.id, self.problem.id, seat, len(self.actions), turn, code, result)
+        self.actions.append(action)
 
     def missing(self, seat: str) -> list[str]:
         return [name for name in OUTPUTS[seat] if not (self.workspace / name).is_file()]

@@ -57,26 +57,8 @@ class _Episode:
     result: ToolResult | None = None
 
     def record(self, agent: str, turn: int, reply: Reply, code: str | None = None, result=None) -> None:
-        gen = reply.generation
-        self.actions.append(
-            Action(
-                trajectory_id=self.id,
-                problem_id=self.problem.id,
-                agent=agent,
-                index=len(self.actions),
-                turn=turn,
-                observation=reply.observation,
-                prompt=reply.prompt,
-                response=gen.text,
-                prompt_token_ids=gen.prompt_token_ids,
-                response_token_ids=gen.token_ids,
-                logprobs=gen.logprobs,
-                finish_reason=gen.finish_reason,
-                tool_call=code,
-                tool_result=result,
-                generation_s=reply.seconds,
-            )
-        )
+        action = reply.action(self.id, self.problem.id, agent, len(self.actions), turn, code, result)
+        self.actions.append(action)
 
 
 async def run_mathchat(
