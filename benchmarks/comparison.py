@@ -93,3 +93,15 @@ def write_json(path: str | Path, data: dict[str, Any]) -> Path:
 
 def default_out(name: str) -> str:
     return str(Path(__file__).resolve().parent / "results" / f"{name}.json")
+
+
+def benchmark_model(model: str, tiny: bool, scratch: Path) -> str:
+    """The model folder a benchmark runs on: `model` as mappa resolves it (`smollm2`: the shipped model), or
+    with `tiny` a tiny random model built under `scratch` (for smoke runs; its speed means nothing)."""
+    if tiny:
+        from mappa.inference.tiny_model import build_tiny_model
+
+        return str(build_tiny_model(scratch / "tiny-model"))
+    from mappa.inference.prepare import resolve_model
+
+    return resolve_model(model)

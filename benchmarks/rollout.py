@@ -50,7 +50,8 @@ from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
 import torch  # noqa: E402
-from comparison import (  # noqa: E402
+from comparison import (
+    benchmark_model,  # noqa: E402
     default_out,
     machine_info,
     median,
@@ -358,14 +359,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     scratch = Path(tempfile.mkdtemp(prefix="mappa-bench-"))
     try:
-        if args.tiny:
-            from mappa.inference.tiny_model import build_tiny_model
-
-            model_path = str(build_tiny_model(scratch / "tiny-model"))
-        else:
-            from mappa.inference.prepare import resolve_model
-
-            model_path = resolve_model(args.model)
+        model_path = benchmark_model(args.model, args.tiny, scratch)
         from mappa.inference.precision import resolve_bf16
 
         precision = "bf16 autocast (native bf16)" if resolve_bf16("auto") else "fp32 (no native bf16)"

@@ -48,7 +48,15 @@ import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
-from comparison import default_out, machine_info, median, print_facts, print_table, write_json  # noqa: E402
+from comparison import (  # noqa: E402
+    benchmark_model,
+    default_out,
+    machine_info,
+    median,
+    print_facts,
+    print_table,
+    write_json,
+)
 
 MATHCHAT_SEATS = ("solver", "executor", "verifier")
 Batches = dict[str, list[tuple[list[int], list[int]]]]  # agent -> (prompt token ids, response token ids)
@@ -354,14 +362,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     scratch = Path(tempfile.mkdtemp(prefix="mappa-bench-"))
     try:
-        if args.tiny:
-            from mappa.inference.tiny_model import build_tiny_model
-
-            model_path = str(build_tiny_model(scratch / "tiny-model"))
-        else:
-            from mappa.inference.prepare import resolve_model
-
-            model_path = resolve_model(args.model)
+        model_path = benchmark_model(args.model, args.tiny, scratch)
         print(f"model {model_path}; torch threads {args.threads} per worker")
         rows, startup = run_sweeps(args, model_path, str(scratch / "ray"))
     finally:

@@ -56,7 +56,8 @@ import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
-from comparison import (  # noqa: E402
+from comparison import (
+    benchmark_model,  # noqa: E402
     default_out,
     machine_info,
     median,
@@ -325,14 +326,7 @@ def main(argv: list[str] | None = None) -> None:
         return
     scratch = Path(tempfile.mkdtemp(prefix="mappa-bench-"))
     try:
-        if args.tiny:
-            from mappa.inference.tiny_model import build_tiny_model
-
-            model_path = str(build_tiny_model(scratch / "tiny-model"))
-        else:
-            from mappa.inference.prepare import resolve_model
-
-            model_path = resolve_model(args.model)
+        model_path = benchmark_model(args.model, args.tiny, scratch)
         print(f"model {model_path}; torch threads {args.threads} on both sides")
         result = compare(args, model_path, scratch)
     finally:
