@@ -233,16 +233,12 @@ class RetryConfig(_Section):
 
 
 # Settings that change how a run is executed, not what it computes: left out of the config hash, so a run
-# can move to another root, cluster or coach endpoint, get more iterations or retries, or smaller
-# micro-batches after running out of memory, and keep its work.
+# can move to another root, cluster or coach endpoint, get more iterations or retries, and keep its work.
 OPERATIONAL_FIELDS = {
     "": ("storage", "iterations", "cluster", "retries"),
     "coach": ("base_url", "api_key_env", "max_concurrency", "max_retries", "timeout_s"),
     "rollout": ("eval_every",),
     "env": ("workspace_root",),
-    # a memory knob: the update accumulates micro-batches weighted by tokens, so the step is the same up to
-    # float rounding; a run whose update ran out of memory resumes with smaller micro-batches
-    "trainer": ("micro_batch_size",),
 }
 
 

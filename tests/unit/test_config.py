@@ -96,7 +96,6 @@ def test_config_hash_ignores_how_a_run_executes():
             "coach": {"base_url": "http://10.0.0.5:8000/v1", "max_concurrency": 64, "timeout_s": 300},
             "retries": {"score": 9},
             "cluster": {"num_cpus": 64},
-            "trainer": {"micro_batch_size": 1},  # a memory knob: resume after an out-of-memory update
         }
     )
     assert a.config_hash() == moved.config_hash()
