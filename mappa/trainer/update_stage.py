@@ -41,7 +41,10 @@ def update_agent(run: Run, iteration: int, agent: str, worker: Any, experiences)
         return metrics
     rows = experiences[experiences["agent"] == agent]
     samples = [train_sample(row) for row in rows.to_dict("records")]
-    metrics = ray.get(worker.train.remote(samples, run.config.seed * 7919 + iteration))
+    try:
+        metrics = ray.get(worker.train.remote(samples, run.config.seed * 7919 + iteration))
+    except ray.exceptions.OutOfMemoryError as exc:
+        raise MemoryError(out_of_memory_hint(run, agent, rows)) from exc
     position = {"problems_drawn": (iteration + 1) * run.config.rollout.problems_per_iteration}
     parts = list(run.checkpoint_parts(agent, iteration))
     ray.get(worker.save_checkpoint.remote(run.config.storage.root, parts, iteration, position))
@@ -55,6 +58,20 @@ def update_agent(run: Run, iteration: int, agent: str, worker: Any, experiences)
     run.store.write_json(metrics, *done)
     run.record_event(iteration, "update", "agent-finished", agent=agent)
     return metrics
+
+
+def out_of_memory_hint(run: Run, agent: str, rows) -> str:
+    """What to do when an agent's update ran the machine out of memory (Ray killed its worker)."""
+    longest = max(
+        (len(p) + len(r) for p, r in zip(rows["prompt_token_ids"], rows["response_token_ids"])), default=0
+    )
+    micro = run.config.trainer.micro_batch_size
+    return (
+        f"the update of agent `{agent}` ran the machine out of memory (micro-batches of {micro} sequences, "
+        f"the longest {longest} tokens). `mappa resume {run.run_id}` keeps the agents already trained and "
+        f"restarts the workers, which frees what idle workers held; if it fails again, start a new run with "
+        f"a smaller trainer.micro_batch_size or shorter prompts (rollout.max_new_tokens, the env's turns)"
+    )
 
 
 def update_stage(run: Run, iteration: int) -> dict[str, Any]:
