@@ -30,18 +30,14 @@ from __future__ import annotations
 
 from mappa.coach.rubric import Verdict, register_rule_set
 from mappa.core.types import Action, Trajectory
+from mappa.envs.dsbench import OUTPUTS
+from mappa.envs.tabular_tasks import PUBLIC_FILES
 
-OUTPUTS = {
-    "data_engineer": ("X_train.pkl", "y_train.pkl", "X_test.pkl"),
-    "modeler": ("model.pkl",),
-    "analyst": ("submission.csv",),
-}
 INPUTS = {
     "data_engineer": ("train.csv", "test.csv"),
     "modeler": ("X_train.pkl", "y_train.pkl"),
     "analyst": ("model.pkl", "X_test.pkl"),
 }
-PUBLIC_FILES = ("train.csv", "test.csv", "sample_submission.csv")
 
 
 def files_before(action: Action, trajectory: Trajectory) -> set[str]:

@@ -19,7 +19,6 @@ agent's engine sees one large batch at a time. Workspaces are removed once grade
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import re
 import tempfile
@@ -33,7 +32,7 @@ from mappa.envs.feedback import clip, describe_result
 from mappa.envs.registry import EnvSpec
 from mappa.envs.tabular_grading import grade_submission
 from mappa.envs.tabular_tasks import load_task_problems, paths_to_hide, problem_to_task, write_workspace
-from mappa.sandbox import SandboxLimits, run_python_async
+from mappa.sandbox import SandboxLimits, run_programs_async
 
 SEATS = ("data_engineer", "modeler", "analyst")
 
@@ -131,7 +130,8 @@ async def _take_turns(seat: str, episodes: list[_Episode], agent: Agent, max_tur
             return
         replies = await agent.act([observation(e, seat, turn) for e in pending])
         codes = [extract_python_block(r.generation.text) for r in replies]
-        results = await _run_all(pending, codes, gate)
+        programs = [(code, e.workspace, e.limits) for e, code in zip(pending, codes, strict=True)]
+        results = await run_programs_async(programs, gate)
         for episode, reply, code, result in zip(pending, replies, codes, results, strict=True):
             episode.record(seat, turn, reply, code, result)
         pending = [e for e in pending if not e.handed_over(seat)]
@@ -194,20 +194,6 @@ def _size(size: int) -> str:
 
 def _title(seat: str) -> str:
     return seat.replace("_", " ").title()
-
-
-async def _run_all(
-    episodes: list[_Episode], codes: list[str | None], concurrency: int
-) -> list[ToolResult | None]:
-    gate = asyncio.Semaphore(concurrency)
-
-    async def run(episode: _Episode, code: str | None) -> ToolResult | None:
-        if code is None:
-            return None
-        async with gate:
-            return await run_python_async(code, episode.workspace, episode.limits)
-
-    return list(await asyncio.gather(*(run(e, c) for e, c in zip(episodes, codes, strict=True))))
 
 
 def metrics_reference(trajectory: Trajectory, action: Action) -> str | None:

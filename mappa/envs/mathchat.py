@@ -12,7 +12,6 @@ each agent's engine sees one large batch at a time. Ground truth never enters an
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass, field
 
 from mappa.agents.agent import Agent, Reply
@@ -21,7 +20,7 @@ from mappa.core.types import Action, Problem, ToolResult, Trajectory
 from mappa.envs.feedback import clip, describe_result
 from mappa.envs.grading import extract_boxed, grade_answer
 from mappa.envs.registry import EnvSpec, answer_reference
-from mappa.sandbox import SandboxLimits, run_python_async
+from mappa.sandbox import SandboxLimits, run_programs_async
 
 SEATS = ("solver", "executor", "verifier")
 
@@ -80,7 +79,7 @@ async def run_mathchat(
     for turn in range(max_executor_turns):
         replies = await agents["executor"].act([executor_observation(e, turn) for e in pending])
         codes = [extract_python_block(r.generation.text) for r in replies]
-        results = await _run_all(codes, limits, sandbox_concurrency)
+        results = await run_programs_async([(c, None, limits) for c in codes], sandbox_concurrency)
         for episode, reply, code, result in zip(pending, replies, codes, results):
             episode.record("executor", turn, reply, code, result)
             episode.code, episode.result = code, result
@@ -129,20 +128,6 @@ def verifier_observation(episode: _Episode) -> str:
 
 def _succeeded(result: ToolResult | None) -> bool:
     return result is not None and result.ok and bool(result.stdout.strip())
-
-
-async def _run_all(
-    codes: list[str | None], limits: SandboxLimits, concurrency: int
-) -> list[ToolResult | None]:
-    gate = asyncio.Semaphore(concurrency)
-
-    async def run(code: str | None) -> ToolResult | None:
-        if code is None:
-            return None
-        async with gate:
-            return await run_python_async(code, None, limits)
-
-    return list(await asyncio.gather(*(run(code) for code in codes)))
 
 
 def _load_problems(source: str) -> list[Problem]:

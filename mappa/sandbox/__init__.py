@@ -8,6 +8,7 @@ from mappa.sandbox.runner import (
     SandboxLimits,
     SandboxUnavailableError,
     bwrap_available,
+    run_programs_async,
     run_python,
     run_python_async,
 )
@@ -17,6 +18,7 @@ __all__ = [
     "SandboxLimits",
     "SandboxUnavailableError",
     "bwrap_available",
+    "run_programs_async",
     "run_python",
     "run_python_async",
 ]

@@ -381,6 +381,22 @@ async def run_python_async(
     )
 
 
+async def run_programs_async(
+    programs: list[tuple[str | None, str | Path | None, SandboxLimits]], concurrency: int
+) -> list[ToolResult | None]:
+    """Run (code, workdir, limits) programs at most `concurrency` at a time, results in order; a program
+    whose code is None (the agent wrote no code block) is not run and gets None."""
+    gate = asyncio.Semaphore(concurrency)
+
+    async def run(code: str | None, workdir: str | Path | None, limits: SandboxLimits) -> ToolResult | None:
+        if code is None:
+            return None
+        async with gate:
+            return await run_python_async(code, workdir, limits)
+
+    return list(await asyncio.gather(*(run(*program) for program in programs)))
+
+
 def run_python(
     code: str, workdir: str | Path | None = None, limits: SandboxLimits = DEFAULT_LIMITS
 ) -> ToolResult:
