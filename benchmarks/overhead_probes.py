@@ -267,8 +267,8 @@ def install(timeline: Timeline) -> None:
     for method in STORE_METHODS:
         setattr(ArtifactStore, method, _timed(timeline, "artifact I/O", getattr(ArtifactStore, method)))
     for module_name in ("mappa.envs.mathchat", "mappa.envs.dsbench"):
-        module = sys.modules.get(module_name) or __import__(module_name, fromlist=["run_python_async"])
-        module.run_python_async = _timed_async(timeline, "sandbox", module.run_python_async)
+        module = sys.modules.get(module_name) or __import__(module_name, fromlist=["run_programs_async"])
+        module.run_programs_async = _timed_async(timeline, "sandbox", module.run_programs_async)
     advantage_stage.compute_experiences = _timed(
         timeline, "advantage math", advantage_stage.compute_experiences
     )

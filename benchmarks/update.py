@@ -26,8 +26,12 @@ agree (a check that both compute the same update).
 
 Not covered: the Ray call and the parquet round trip around the update, the advantage computation (pure
 tensor math, milliseconds), checkpoint writing, LoRA, DeepSpeed, several optimizer steps per update,
-real (non-random) text. A comparison with TRL runs only if `trl` is importable, and even then is not
-implemented yet (recorded as null).
+real (non-random) text.
+
+TRL: when `trl` is importable (the optional `bench` extra), a third side runs TRL's own `GRPOTrainer` on
+the same batch, interleaved with the other two (`benchmarks/trl_update.py` says how generation is taken
+out and which settings are made equal). Target: mappa >= 1.25x TRL's training tokens/s. Without `trl`
+the TRL figures are null and the script says so.
 
 Full settings (SmolLM2-135M-Instruct):  python benchmarks/update.py
 Smoke run on a tiny random model:       python benchmarks/update.py --tiny --actions 8 --prompt-tokens 32
@@ -69,7 +73,8 @@ from comparison import (
 
 SPEED_TARGET = 0.95  # mappa's training tokens/s at least this share of the minimal loop's
 MEMORY_TARGET = 1.10  # mappa's peak RSS at most this multiple of the minimal loop's
-SIDES = ("mappa", "minimal")
+TRL_SPEED_TARGET = 1.25  # mappa's training tokens/s at least this multiple of TRL's
+SIDES = ("mappa", "minimal", "trl")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -155,6 +160,17 @@ class MappaSide:
         }
 
 
+def run_steps(side, steps: int) -> tuple[dict[str, float], list[dict[str, float]]]:
+    """One untimed warm-up step, then `steps` timed ones."""
+    warm_up = side.step()
+    timed = []
+    for _ in range(steps):
+        began = time.perf_counter()
+        phases = side.step()
+        timed.append({**phases, "step_s": time.perf_counter() - began})
+    return warm_up, timed
+
+
 def current_rss_mb() -> float:
     for line in Path("/proc/self/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -175,18 +191,17 @@ def run_child(args: argparse.Namespace) -> None:
     started = time.perf_counter()
     if args.child == "mappa":
         side = MappaSide(args.model, batch, args.micro_batch_size)
+    elif args.child == "trl":
+        from trl_update import TrlSide
+
+        side = TrlSide(args.model, batch, args.micro_batch_size, args.steps)
     else:
         from minimal_update import MinimalSide  # each child imports its own side only
 
         side = MinimalSide(args.model, batch, args.micro_batch_size)
     load_s = time.perf_counter() - started
     rss_after_load = current_rss_mb()
-    warm_up = side.step()
-    steps = []
-    for _ in range(args.steps):
-        began = time.perf_counter()
-        phases = side.step()
-        steps.append({**phases, "step_s": time.perf_counter() - began})
+    warm_up, steps = side.run(args.steps) if args.child == "trl" else run_steps(side, args.steps)
     result = {
         "load_s": load_s,
         "rss_after_load_mb": rss_after_load,
@@ -216,21 +231,22 @@ def spawn(side: str, args: argparse.Namespace, model_path: str, batch_path: Path
     return {"side": side, **result}
 
 
-def trl_status() -> str:
+def trl_status() -> str | None:
+    """TRL's version, or None when it is not installed."""
     if importlib.util.find_spec("trl") is None:
-        return "trl not installed: skipped"
-    version = importlib.metadata.version("trl")
-    return f"trl {version} is installed, but this script has no TRL side yet: skipped"
+        return None
+    return importlib.metadata.version("trl")
 
 
 def compare(args: argparse.Namespace, model_path: str, scratch: Path) -> dict[str, Any]:
     trl = trl_status()
-    print(trl)
+    print(f"trl {trl}: a third side" if trl else "trl not installed: the TRL side is skipped")
+    sides = SIDES if trl else SIDES[:2]
     batch_path = scratch / "batch.json"
     batch_path.write_text(json.dumps(build_batch(model_path, args)))
     runs = []
     for repeat in range(args.repeats):
-        for side in SIDES:
+        for side in sides:
             run = {**spawn(side, args, model_path, batch_path), "repeat": repeat}
             runs.append(run)
             rate, peak = run["tokens_per_s"], run["peak_rss_mb"]
@@ -238,9 +254,10 @@ def compare(args: argparse.Namespace, model_path: str, scratch: Path) -> dict[st
     return summarize(runs, args, model_path, trl)
 
 
-def summarize(runs: list[dict[str, Any]], args, model_path: str, trl: str) -> dict[str, Any]:
-    speed = {side: median([r["tokens_per_s"] for r in runs if r["side"] == side]) for side in SIDES}
-    peak = {side: median([r["peak_rss_mb"] for r in runs if r["side"] == side]) for side in SIDES}
+def summarize(runs: list[dict[str, Any]], args, model_path: str, trl: str | None) -> dict[str, Any]:
+    sides = [side for side in SIDES if any(r["side"] == side for r in runs)]
+    speed = {side: median([r["tokens_per_s"] for r in runs if r["side"] == side]) for side in sides}
+    peak = {side: median([r["peak_rss_mb"] for r in runs if r["side"] == side]) for side in sides}
     speed_ratio = speed["mappa"] / speed["minimal"]
     memory_ratio = peak["mappa"] / peak["minimal"]
     settings = {key: getattr(args, key) for key in ("actions", "prompt_tokens", "response_tokens")}
@@ -252,7 +269,7 @@ def summarize(runs: list[dict[str, Any]], args, model_path: str, trl: str) -> di
         seed=args.seed,
         response_tokens_per_step=runs[0]["response_tokens"],
     )
-    return {
+    result = {
         "benchmark": "update",
         "settings": settings,
         "machine": machine_info(args.threads),
@@ -266,8 +283,17 @@ def summarize(runs: list[dict[str, Any]], args, model_path: str, trl: str) -> di
         "memory_target": MEMORY_TARGET,
         "memory_verdict": verdict(memory_ratio <= MEMORY_TARGET),
         "trl": None,
-        "trl_note": trl,
     }
+    if trl:
+        trl_ratio = speed["mappa"] / speed["trl"]
+        result["trl"] = {
+            "version": trl,
+            "speed_ratio": trl_ratio,
+            "speed_target": TRL_SPEED_TARGET,
+            "speed_verdict": verdict(trl_ratio >= TRL_SPEED_TARGET),
+            "memory_ratio": peak["mappa"] / peak["trl"],
+        }
+    return result
 
 
 def report(result: dict[str, Any]) -> None:
@@ -278,26 +304,27 @@ def report(result: dict[str, Any]) -> None:
     print_facts("Update benchmark: settings and machine", facts)
     report_children(result["runs"])
     speed, peak = result["median_tokens_per_s"], result["median_peak_rss_mb"]
-    warm = {side: next(r["warm_up"] for r in result["runs"] if r["side"] == side) for side in SIDES}
-    print_table(
-        "Result",
-        ("figure", "mappa", "minimal", "ratio", "target", "verdict"),
-        [
-            ("training tokens/s (median)", speed["mappa"], speed["minimal"], result["speed_ratio"])
-            + (f">= {SPEED_TARGET}", result["speed_verdict"]),
-            ("peak RSS MB (median)", peak["mappa"], peak["minimal"], result["memory_ratio"])
-            + (f"<= {MEMORY_TARGET}", result["memory_verdict"]),
-            ("check: warm-up loss", *(f"{warm[side]['loss']:.6g}" for side in SIDES), "", "equal", ""),
-            (
-                "check: warm-up grad norm",
-                *(f"{warm[side]['grad_norm']:.6g}" for side in SIDES),
-                "",
-                "equal",
-                "",
-            ),
-        ],
-    )
-    print(result["trl_note"])
+    sides = list(speed)
+    warm = {side: next(r["warm_up"] for r in result["runs"] if r["side"] == side) for side in sides}
+    trl = result["trl"]
+    rows = [
+        ("training tokens/s (median)", *(speed[side] for side in sides), result["speed_ratio"])
+        + (f">= {SPEED_TARGET}", result["speed_verdict"]),
+        ("peak RSS MB (median)", *(peak[side] for side in sides), result["memory_ratio"])
+        + (f"<= {MEMORY_TARGET}", result["memory_verdict"]),
+    ]
+    if trl:
+        rows.append(
+            ("mappa / TRL tokens/s", *("" for _ in sides), trl["speed_ratio"])
+            + (f">= {TRL_SPEED_TARGET}", trl["speed_verdict"])
+        )
+        rows.append(("mappa / TRL peak RSS", *("" for _ in sides), trl["memory_ratio"], "", ""))
+    for figure in ("loss", "grad_norm"):  # mappa and minimal compute the same update; TRL's differs
+        values = (f"{warm[side][figure]:.6g}" for side in sides)
+        rows.append((f"check: warm-up {figure}", *values, "", "", ""))
+    columns = ("figure", *sides, "ratio", "target", "verdict")
+    print_table("Result (ratios: mappa / minimal unless named)", columns, rows)
+    print(f"TRL {trl['version']} ran as a third side" if trl else "trl not installed: no TRL figures")
 
 
 def report_children(runs: list[dict[str, Any]]) -> None:

@@ -139,7 +139,7 @@ class ModelWorker:
         with tempfile.TemporaryDirectory(prefix="mappa-ckpt-") as tmp:
             self.trainer.save_checkpoint(Path(tmp), extra={"iteration": iteration, **(position or {})})
             self.tokenizer.save_pretrained(tmp)
-            return store.put_folder(Path(tmp), *parts)
+            return store.put_folder(Path(tmp), *parts, move=True)
 
     def load_checkpoint(self, root: str, parts: list[str]) -> int:
         store = ArtifactStore(root)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -82,10 +83,24 @@ class ArtifactStore:
     def read_parquet(self, *parts: str) -> pd.DataFrame:
         return pd.read_parquet(io.BytesIO(self.read_bytes(*parts)))
 
-    def put_folder(self, local: Path, *parts: str) -> str:
-        """Copy a local folder's files under `parts` (each file written atomically)."""
+    def put_folder(self, local: Path, *parts: str, move: bool = False) -> str:
+        """Copy a local folder's files under `parts`, each file atomically and streamed (a checkpoint's
+        optimizer state is gigabytes: it never passes through memory). With `move` and a local root on the
+        same file system, files are renamed into place instead of copied."""
         for file in sorted(p for p in Path(local).rglob("*") if p.is_file()):
-            self.write_bytes(file.read_bytes(), *parts, str(file.relative_to(local)))
+            relative = str(file.relative_to(local))
+            if not self.is_local:
+                self.fs.put_file(str(file), self.path(*parts, relative))  # an upload appears complete or not
+                continue
+            target = Path(self.path(*parts, relative))
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if move and os.stat(file).st_dev == os.stat(target.parent).st_dev:
+                os.replace(file, target)
+                continue
+            fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-")
+            os.close(fd)
+            shutil.copyfile(file, tmp)
+            os.replace(tmp, target)
         return self.path(*parts)
 
     def get_folder(self, local: Path, *parts: str) -> Path:
@@ -94,7 +109,7 @@ class ArtifactStore:
         for path in self.fs.find(base):
             target = Path(local) / Path(path).relative_to(Path(base))
             target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(self.fs.cat_file(path))
+            self.fs.get_file(path, str(target))  # streamed, as in put_folder
         return Path(local)
 
     def list(self, *parts: str) -> list[str]:

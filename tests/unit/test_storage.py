@@ -23,6 +23,35 @@ def test_round_trips_and_no_temp_files_left(tmp_path):
     assert sorted(p.name for p in (tmp_path / "root" / "run" / "x").iterdir()) == ["m.json", "t.parquet"]
 
 
+def folder_with_files(folder):
+    (folder / "sub").mkdir(parents=True)
+    (folder / "weights.bin").write_bytes(bytes(range(256)) * 4096)
+    (folder / "sub" / "state.json").write_text('{"step": 3}')
+    return {"weights.bin": bytes(range(256)) * 4096, "sub/state.json": b'{"step": 3}'}
+
+
+def test_put_folder_copies_or_moves_and_get_folder_restores(tmp_path):
+    store = ArtifactStore(str(tmp_path / "root"))
+    files = folder_with_files(tmp_path / "copied")
+    store.put_folder(tmp_path / "copied", "run", "ckpt-a")
+    assert (tmp_path / "copied" / "weights.bin").exists()  # a copy leaves the source alone
+    folder_with_files(tmp_path / "moved")
+    store.put_folder(tmp_path / "moved", "run", "ckpt-b", move=True)
+    assert not (tmp_path / "moved" / "weights.bin").exists()  # renamed into place, not copied
+    for name in ("ckpt-a", "ckpt-b"):
+        restored = store.get_folder(tmp_path / f"restored-{name}", "run", name)
+        assert {f: (restored / f).read_bytes() for f in files} == files
+    assert not list((tmp_path / "root").rglob(".tmp-*"))
+
+
+def test_put_folder_uploads_to_a_remote_store(tmp_path):
+    store = ArtifactStore("memory://mappa-folder-test")
+    files = folder_with_files(tmp_path / "local")
+    store.put_folder(tmp_path / "local", "run", "ckpt", move=True)  # move: meaningless remotely, a copy
+    restored = store.get_folder(tmp_path / "restored", "run", "ckpt")
+    assert {f: (restored / f).read_bytes() for f in files} == files
+
+
 def test_memory_filesystem_url():
     store = ArtifactStore("memory://mappa-test")
     store.write_text("hello", "run", "f.txt")
