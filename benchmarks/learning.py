@@ -18,8 +18,8 @@ Each run is a real `mappa train` in a subprocess (its own Ray and Prefect), so a
 afterwards with `mappa inspect RUN --root ROOT`; runs already finished under `--root` are reused (`mappa
 train` skips finished stages), so an interrupted benchmark continues where it stopped.
 
-Default size: 2 iterations x 4 problems x 2 seeds x 3 sources, 16 evaluation problems, 96 new tokens,
-lr 1e-5: about an hour on a 2-core CPU. Larger settings (the paper's regime on GPUs): `--iterations 20
+Default size: 2 iterations x 4 problems x 2 seeds x 3 sources, 8 evaluation problems, 64 new tokens,
+lr 1e-5: about 90 minutes on a 2-core CPU (each run about 15; evaluation is a large part of it). Larger settings (the paper's regime on GPUs): `--iterations 20
 --problems 32 --eval-problems 64 --max-new-tokens 512 --seeds 0 1 2` with a bigger model in the config.
 
 Not covered: significance testing (2 seeds give a spread, not a confidence interval), other envs.
@@ -49,8 +49,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--config", default=str(REPO / "configs" / "mathchat-cpu.yaml"))
     parser.add_argument("--iterations", type=int, default=2)
     parser.add_argument("--problems", type=int, default=4, help="problems per iteration")
-    parser.add_argument("--eval-problems", type=int, default=16)
-    parser.add_argument("--max-new-tokens", type=int, default=96)
+    parser.add_argument("--eval-problems", type=int, default=8)
+    parser.add_argument("--max-new-tokens", type=int, default=64)
     parser.add_argument("--lr", type=float, default=1e-5)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
     parser.add_argument("--sources", nargs="+", default=list(SOURCES), choices=list(SOURCES))
