@@ -153,7 +153,13 @@ class RolloutConfig(_Section):
 class TrainerConfig(_Section):
     """The per-agent policy update (`mappa.trainer`)."""
 
-    type: Literal["torch"] = "torch"
+    type: Literal["torch", "deepspeed"] = "torch"
+    """`torch`: plain torch in the worker; `deepspeed`: a DeepSpeed engine (ZeRO `zero_stage`), the backend
+    for GPUs (on CPU it runs, correct but slower than `torch`); needs `pip install deepspeed`."""
+    zero_stage: int = Field(3, ge=0, le=3)
+    """For `deepspeed`: ZeRO stage 0-3 (3 shards parameters, gradients and optimizer state over ranks)."""
+    offload_optimizer: bool = False
+    """For `deepspeed`: keep optimizer state in CPU memory (DeepSpeedCPUAdam; its first use compiles it)."""
     lr: float = Field(1e-5, gt=0)
     warmup_steps: int = Field(0, ge=0)
     """Optimizer steps of linear learning-rate warmup from 0 to `lr` (then constant)."""
@@ -295,10 +301,16 @@ class RunConfig(_Section):
     def config_hash(self) -> str:
         """A short stable hash of what decides a run's results (`OPERATIONAL_FIELDS` excluded), so a run
         can move or be extended without redoing its finished stages."""
-        data = self.model_dump(mode="json")
+        # Fields at their defaults are left out, so a release that adds a setting (with a default that
+        # keeps the old behaviour) keeps every existing run's hash; `type` fields stay, they tell sections
+        # apart.
+        data = self.model_dump(mode="json", exclude_defaults=True)
+        for section, values in self.model_dump(mode="json").items():
+            if isinstance(values, dict) and "type" in values:
+                data.setdefault(section, {})["type"] = values["type"]
         for section, names in OPERATIONAL_FIELDS.items():
             for name in names:
-                (data[section] if section else data).pop(name, None)
+                (data.get(section, {}) if section else data).pop(name, None)
         blob = json.dumps(data, sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()[:16]
 

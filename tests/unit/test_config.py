@@ -100,3 +100,11 @@ def test_config_hash_ignores_how_a_run_executes():
     )
     assert a.config_hash() == moved.config_hash()
     assert a.config_hash() != validate_config({**base, "coach": {"temperature": 0.5}}).config_hash()
+
+
+def test_a_setting_at_its_default_keeps_the_hash():
+    base = {"agents": {s: {"model": "m"} for s in ("solver", "executor", "verifier")}}
+    plain = validate_config(base)
+    # What a run written before `zero_stage` existed hashes like: the new field at its default adds nothing.
+    assert plain.config_hash() == validate_config({**base, "trainer": {"zero_stage": 3}}).config_hash()
+    assert plain.config_hash() != validate_config({**base, "trainer": {"type": "deepspeed"}}).config_hash()
