@@ -3,7 +3,8 @@
 Everything a run does is decided here and validated before any work starts: a typo, a value out of
 range or a missing data file is reported with the field's dotted path and how to fix it. Configs are
 frozen; a run never changes its config while it goes. Secrets (API keys, S3 credentials) are not config:
-they come from the environment (see `Secrets`) and never enter YAML, artifacts or logs.
+they come from the environment (`coach.api_key_env` names the variable; S3's are AWS_*) and never enter
+YAML, artifacts or logs.
 
 Not covered here: what the fields mean at run time (see the module that reads each section).
 """
@@ -17,7 +18,6 @@ from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
 class ConfigError(ValueError):
@@ -313,14 +313,6 @@ class RunConfig(_Section):
                 (data.get(section, {}) if section else data).pop(name, None)
         blob = json.dumps(data, sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()[:16]
-
-
-class Secrets(BaseSettings):
-    """Secrets from the environment only; never written anywhere."""
-
-    model_config = SettingsConfigDict(extra="ignore")
-
-    openai_api_key: str | None = None
 
 
 def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
