@@ -218,6 +218,11 @@ class ClusterConfig(_Section):
     num_cpus: int | None = Field(None, ge=1)
     torch_threads: int | None = Field(None, ge=1)
     """Threads per model actor; default: the machine's cores."""
+    trainer_ranks: int = Field(1, ge=1)
+    """Data-parallel ranks per trainable agent, one Ray actor each, placed together by a placement group;
+    more than 1 needs `trainer.type: deepspeed`."""
+    num_gpus: float = Field(0, ge=0)
+    """GPUs per agent actor (per rank), e.g. 1; 0 on a CPU machine."""
 
 
 class RetryConfig(_Section):
@@ -285,6 +290,15 @@ class RunConfig(_Section):
             if "template" not in (coach or {}):
                 data = {**data, "coach": {**(coach or {}), "template": env_type}}
         return data
+
+    @model_validator(mode="after")
+    def _ranks_need_deepspeed(self) -> RunConfig:
+        if self.cluster.trainer_ranks > 1 and self.trainer.type != "deepspeed":
+            raise ValueError(
+                f"cluster.trainer_ranks={self.cluster.trainer_ranks} splits each update over ranks, which only "
+                "the deepspeed backend does: set trainer.type=deepspeed, or cluster.trainer_ranks=1"
+            )
+        return self
 
     @model_validator(mode="after")
     def _agents_match_env(self) -> RunConfig:

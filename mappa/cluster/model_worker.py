@@ -5,7 +5,10 @@ generation at once; an engine that holds its own copy gets the full weights afte
 (`_push_weights`). A frozen agent or the local coach holds the policy only: no reference model, no optimizer.
 Everything crossing the actor boundary is plain lists and dicts.
 
-Not covered: several engines or trainer ranks per agent (GPU placement groups, planned with vLLM/DeepSpeed).
+Several ranks of one agent (`cluster.trainer_ranks`) are several workers, each told its place in the
+process group; they get the same calls in the same order (`mappa.cluster.rank_group`).
+
+Not covered: engines apart from the trainer (vLLM), several engines per agent.
 """
 
 from __future__ import annotations
@@ -50,7 +53,11 @@ class ModelWorker:
         engine: dict[str, Any],
         seed: int = 0,
         torch_threads: int | None = None,
+        process_group: dict[str, str] | None = None,
     ) -> None:
+        """`process_group`: RANK, WORLD_SIZE, MASTER_ADDR, ... for one rank of an agent's trainer group
+        (`mappa.cluster.rank_group`), set before the trainer joins it."""
+        os.environ.update(process_group or {})
         torch.set_num_threads(torch_threads or os.cpu_count() or 1)
         self.name = name
         self._init_args = (model, trainable, trainer, algo, engine, seed)

@@ -86,20 +86,37 @@ def test_checkpoint_has_loadable_weights_and_resumes_where_it_stopped(tiny_model
     assert resumed["checksum"] == pytest.approx(straight["checksum"], rel=1e-6)
 
 
-@pytest.mark.slow
-def test_a_run_trains_on_the_deepspeed_backend(tmp_path, tiny_model, prefect_harness, ray_local):
-    """Two iterations through the real flow with ZeRO-3 workers: the second rollout generates from the
-    partitioned, updated policy; checkpoints hold plain safetensors and DeepSpeed's state."""
-    from safetensors.torch import load_file
+def deepspeed_run(root: Path, tiny_model: Path, iterations: int, ranks: int):
     from tiny_run import write_tiny_config
 
     from mappa.flows.train import train
     from mappa.storage.run import Run
 
     trainer = {"type": "deepspeed", "lr": 1e-3}
-    path = write_tiny_config(tmp_path / "config.yaml", tiny_model, tmp_path, iterations=2, trainer=trainer)
-    summary = train(config_path=str(path), run_id="ds-run")
-    run = Run.open(str(tmp_path), "ds-run")
+    path = write_tiny_config(
+        root / "config.yaml",
+        tiny_model,
+        root,
+        iterations=iterations,
+        trainer=trainer,
+        cluster={"trainer_ranks": ranks},
+    )
+    summary = train(config_path=str(path), run_id=f"ds-{ranks}")
+    return Run.open(str(root), f"ds-{ranks}"), summary
+
+
+@pytest.fixture(scope="module")
+def one_rank_run(tmp_path_factory, tiny_model, prefect_harness, ray_local):
+    return deepspeed_run(tmp_path_factory.mktemp("one-rank"), tiny_model, iterations=2, ranks=1)
+
+
+@pytest.mark.slow
+def test_a_run_trains_on_the_deepspeed_backend(one_rank_run, tiny_model):
+    """Two iterations through the real flow with ZeRO-3 workers: the second rollout generates from the
+    partitioned, updated policy; checkpoints hold plain safetensors and DeepSpeed's state."""
+    from safetensors.torch import load_file
+
+    run, summary = one_rank_run
     assert [row["iteration"] for row in summary["iterations"]] == [0, 1]
     base = load_file(str(tiny_model / "model.safetensors"))
     for agent in ("solver", "executor", "verifier"):
@@ -107,6 +124,27 @@ def test_a_run_trains_on_the_deepspeed_backend(tmp_path, tiny_model, prefect_har
         assert run.store.exists(*folder, "deepspeed", "latest")
         trained = load_file(run.store.path(*folder, "model.safetensors"))
         assert any(not (base[k] == trained[k]).all() for k in base if k in trained), agent
+
+
+@pytest.mark.slow
+def test_two_ranks_per_agent_through_ray_train_like_one(one_rank_run, tmp_path, tiny_model):
+    """`cluster.trainer_ranks: 2`: each agent is two Ray actors in a placement group, one ZeRO-3 process
+    group; the rollout and the update come out as with one rank."""
+    import ray
+    from safetensors.torch import load_file
+
+    one, _ = one_rank_run
+    two, _ = deepspeed_run(tmp_path, tiny_model, iterations=1, ranks=2)
+    actions = [run.store.read_parquet(*run.output_parts(0, "rollout")) for run in (one, two)]
+    assert actions[0]["response"].tolist() == actions[1]["response"].tolist()
+    for agent in ("solver", "executor", "verifier"):
+        a = load_file(one.store.path(*one.checkpoint_parts(agent, 0), "model.safetensors"))
+        b = load_file(two.store.path(*two.checkpoint_parts(agent, 0), "model.safetensors"))
+        for key in a:
+            assert (a[key] - b[key]).abs().max() < 1e-5, (agent, key)
+        shards = two.store.list(*two.checkpoint_parts(agent, 0), "deepspeed", "state")
+        assert sum("optim_states" in shard for shard in shards) == 2, shards  # one optimizer shard per rank
+    assert not [name for name in ray.util.list_named_actors() if name.startswith("mappa-ds-2-")]
 
 
 def test_a_missing_deepspeed_is_named_with_the_fix(monkeypatch):
