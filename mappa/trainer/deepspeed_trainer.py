@@ -18,8 +18,11 @@ Weights leave in full: `full_state_dict` gathers ZeRO-3 partitions; checkpoints 
 (readable by `from_pretrained`, written by rank 0) plus DeepSpeed's own optimizer shards under
 `deepspeed/` for resume (never the only copy of the weights).
 
+A LoRA agent (`mappa.trainer.lora`) works here too: only the adapter is in the optimizer, and the base
+model is the reference.
+
 Not covered: a ZeRO-sharded reference model (each rank holds a full frozen reference copy), pipeline or
-tensor parallelism, LoRA.
+tensor parallelism.
 """
 
 from __future__ import annotations
@@ -33,9 +36,10 @@ from typing import Any
 
 import torch
 
-from mappa.config import AlgoConfig, TrainerConfig
+from mappa.config import AlgoConfig, LoraConfig, TrainerConfig
 from mappa.inference.precision import resolve_bf16
 from mappa.trainer.logprobs import response_logprobs
+from mappa.trainer.lora import save_adapter
 from mappa.trainer.torch_trainer import TorchTrainer
 
 DEEPSPEED_STATE = "deepspeed"  # the checkpoint's subfolder for DeepSpeed's optimizer shards
@@ -99,11 +103,17 @@ class DeepSpeedTrainer(TorchTrainer):
     """A trainable agent's policy on a DeepSpeed engine (a frozen agent needs none: `make_trainer`)."""
 
     def __init__(
-        self, model_path: str, trainer: TrainerConfig, algo: AlgoConfig, pad_token_id: int, seed: int = 0
+        self,
+        model_path: str,
+        trainer: TrainerConfig,
+        algo: AlgoConfig,
+        pad_token_id: int,
+        seed: int = 0,
+        lora: LoraConfig | None = None,
     ) -> None:
         deepspeed = import_deepspeed()
         join_process_group()
-        super().__init__(model_path, trainer, algo, pad_token_id, True, seed)
+        super().__init__(model_path, trainer, algo, pad_token_id, True, seed, lora)
         self.rank = torch.distributed.get_rank()
         self.world_size = torch.distributed.get_world_size()
         self.bf16 = resolve_bf16(trainer.bf16_autocast)
@@ -119,13 +129,15 @@ class DeepSpeedTrainer(TorchTrainer):
             model=self.policy,
             optimizer=client_optimizer,
             lr_scheduler=schedule,
-            model_parameters=None if client_optimizer else list(self.policy.parameters()),
+            model_parameters=None
+            if client_optimizer
+            else [p for p in self.policy.parameters() if p.requires_grad],
             config=deepspeed_config(trainer, self.bf16),
         )
         self.policy = self.engine.module
-        assert self.reference is not None
-        dtype = torch.bfloat16 if self.bf16 else torch.float32
-        self.reference.to(device=self.engine.device, dtype=dtype)
+        if self.reference is not None:  # a LoRA agent has none: its base model is the reference
+            dtype = torch.bfloat16 if self.bf16 else torch.float32
+            self.reference.to(device=self.engine.device, dtype=dtype)
 
     # ---------------------------------------------------------------- the step's DeepSpeed parts
 
@@ -161,18 +173,17 @@ class DeepSpeedTrainer(TorchTrainer):
     def logprobs(self, prompts, responses, which: str = "policy") -> list[list[float]]:
         """As `TorchTrainer.logprobs`; with several ranks each computes every `world_size`-th row (padded
         to equal counts, so sharded forwards line up) and the rows are gathered on every rank."""
-        model = self.policy if which == "policy" else self.reference
-        if model is None:
-            raise ValueError(f"no {which} model: this agent is not trainable")
+        model, switch = self._scoring_model(which)
         rows = list(range(self.rank, len(prompts), self.world_size))
         rows += [0] * (-(-len(prompts) // self.world_size) - len(rows))  # padding rows, dropped below
-        mine = response_logprobs(
-            model,
-            [prompts[i] for i in rows],
-            [responses[i] for i in rows],
-            self.pad_token_id,
-            self.config.micro_batch_size,
-        )
+        with switch:
+            mine = response_logprobs(
+                model,
+                [prompts[i] for i in rows],
+                [responses[i] for i in rows],
+                self.pad_token_id,
+                self.config.micro_batch_size,
+            )
         if self.world_size == 1:
             return mine[: len(prompts)]
         gathered: list[Any] = [None] * self.world_size
@@ -184,13 +195,16 @@ class DeepSpeedTrainer(TorchTrainer):
         return result
 
     def full_state_dict(self) -> dict[str, torch.Tensor]:
-        """Complete weights on every rank (ZeRO-3 partitions gathered), as fp32 CPU tensors."""
-        params = list(self.policy.parameters())
+        """Complete weights on every rank (ZeRO-3 partitions gathered, an adapter merged), fp32 on CPU."""
+        with self._gathered():
+            return {k: v.detach().float().cpu().clone() for k, v in super().full_state_dict().items()}
+
+    def _gathered(self) -> contextlib.AbstractContextManager:
+        """Every parameter whole on this rank for the block (ZeRO-3; a no-op for stages 0-2)."""
         if self.config.zero_stage < 3:
-            return {k: v.detach().float().cpu() for k, v in self.policy.state_dict().items()}
-        deepspeed = import_deepspeed()
-        with deepspeed.zero.GatheredParameters(params, modifier_rank=None):
-            return {k: v.detach().float().cpu().clone() for k, v in self.policy.state_dict().items()}
+            return contextlib.nullcontext()
+        params = list(self.policy.parameters())
+        return import_deepspeed().zero.GatheredParameters(params, modifier_rank=None)
 
     def parameter_count(self) -> int:
         return sum(getattr(p, "ds_numel", p.numel()) for p in self.policy.parameters())
@@ -201,7 +215,12 @@ class DeepSpeedTrainer(TorchTrainer):
         folder.mkdir(parents=True, exist_ok=True)
         weights = self.full_state_dict()
         if self.rank == 0:
-            self.policy.save_pretrained(folder, state_dict=weights, safe_serialization=True)
+            model = self.policy.get_base_model() if self.lora else self.policy
+            model.save_pretrained(folder, state_dict=weights, safe_serialization=True)
+        if self.lora:
+            with self._gathered():
+                if self.rank == 0:
+                    save_adapter(self.policy, folder)  # for readers; resume uses DeepSpeed's own state
         self.engine.save_checkpoint(str(folder / DEEPSPEED_STATE), tag=DEEPSPEED_TAG)
         if self.rank == 0:
             state = {

@@ -12,7 +12,10 @@ subclasses this class and replaces only how gradients are made, applied and summ
 data-parallel ranks each rank takes every `world_size`-th action of the (identically shuffled) step and
 runs as many micro-batches as the busiest rank, so sharded collectives line up.
 
-Not covered: LoRA, learning-rate schedules beyond linear warmup.
+With `lora` (an agent's `lora:`) only a peft adapter trains; the reference is the base model with the
+adapter off (`mappa.trainer.lora`), and weights leave merged.
+
+Not covered: learning-rate schedules beyond linear warmup.
 """
 
 from __future__ import annotations
@@ -29,11 +32,12 @@ from typing import Any
 import torch
 from transformers import AutoModelForCausalLM, PreTrainedModel
 
-from mappa.config import AlgoConfig, TrainerConfig
+from mappa.config import AlgoConfig, LoraConfig, TrainerConfig
 from mappa.core.advantages import pad_sequences
 from mappa.core.losses import compute_policy_loss
 from mappa.inference.precision import resolve_bf16
 from mappa.trainer.logprobs import batch_response_logprobs, response_logprobs
+from mappa.trainer.lora import adapter_off, attach_lora, load_adapter, merged_state_dict, save_adapter
 
 
 @dataclass(frozen=True)
@@ -55,9 +59,11 @@ class TorchTrainer:
         pad_token_id: int,
         trainable: bool = True,
         seed: int = 0,
+        lora: LoraConfig | None = None,
     ) -> None:
         torch.manual_seed(seed)
         self.config = trainer
+        self.lora = lora if trainable else None
         self.algo = algo
         self.pad_token_id = pad_token_id
         self.trainable = trainable
@@ -68,9 +74,14 @@ class TorchTrainer:
         self.scheduler: torch.optim.lr_scheduler.LRScheduler | None = None
         self.steps = 0
         if trainable:
-            self.reference = copy.deepcopy(self.policy).eval().requires_grad_(False)
+            if self.lora:  # the reference is the base model with the adapter off: no copy
+                self.policy = attach_lora(self.policy, self.lora)
+            else:
+                self.reference = copy.deepcopy(self.policy).eval().requires_grad_(False)
             self.optimizer = torch.optim.AdamW(
-                self.policy.parameters(), lr=trainer.lr, weight_decay=trainer.weight_decay
+                [p for p in self.policy.parameters() if p.requires_grad],
+                lr=trainer.lr,
+                weight_decay=trainer.weight_decay,
             )
             warmup = trainer.warmup_steps
             self.scheduler = torch.optim.lr_scheduler.LambdaLR(
@@ -81,10 +92,22 @@ class TorchTrainer:
 
     def logprobs(self, prompts, responses, which: str = "policy") -> list[list[float]]:
         """fp32 logprobs of response tokens under the policy or the frozen reference."""
-        model = self.policy if which == "policy" else self.reference
-        if model is None:
+        model, switch = self._scoring_model(which)
+        with switch:
+            return response_logprobs(
+                model, prompts, responses, self.pad_token_id, self.config.micro_batch_size
+            )
+
+    def _scoring_model(self, which: str) -> tuple[torch.nn.Module, contextlib.AbstractContextManager]:
+        """The module for `which` ("policy" or "ref") and the context to run it in (a LoRA agent's
+        reference is its policy with the adapter off)."""
+        if which == "policy":
+            return self.policy, contextlib.nullcontext()
+        if self.lora:
+            return self.policy, adapter_off(self.policy)
+        if self.reference is None:
             raise ValueError(f"no {which} model: this agent is not trainable")
-        return response_logprobs(model, prompts, responses, self.pad_token_id, self.config.micro_batch_size)
+        return self.reference, contextlib.nullcontext()
 
     def train(self, samples: Sequence[TrainSample], seed: int = 0) -> dict[str, float]:
         """REINFORCE++ update over `samples` for `epochs` epochs; returns averaged metrics."""
@@ -177,8 +200,8 @@ class TorchTrainer:
         return values
 
     def full_state_dict(self) -> dict[str, torch.Tensor]:
-        """The policy's complete weights (a sharded backend gathers them first)."""
-        return self.policy.state_dict()
+        """The policy's complete weights (a sharded backend gathers them first; an adapter is merged in)."""
+        return merged_state_dict(self.policy) if self.lora else self.policy.state_dict()
 
     def parameter_count(self) -> int:
         return sum(p.numel() for p in self.policy.parameters())
@@ -192,7 +215,12 @@ class TorchTrainer:
         """Weights as safetensors (loadable by `from_pretrained`) plus optimizer, LR schedule and RNG state
         for resume; `extra` carries the caller's position (iteration, problems drawn)."""
         folder.mkdir(parents=True, exist_ok=True)
-        self.policy.save_pretrained(folder, safe_serialization=True)
+        if self.lora:
+            base = self.policy.get_base_model()
+            base.save_pretrained(folder, state_dict=self.full_state_dict(), safe_serialization=True)
+            save_adapter(self.policy, folder)
+        else:
+            self.policy.save_pretrained(folder, safe_serialization=True)
         state = {
             "optimizer": self.optimizer.state_dict() if self.optimizer else None,
             "scheduler": self.scheduler.state_dict() if self.scheduler else None,
@@ -205,8 +233,11 @@ class TorchTrainer:
 
     def load_checkpoint(self, folder: Path) -> dict[str, Any]:
         """Restore weights, optimizer and RNG state saved by `save_checkpoint`; returns its `extra`."""
-        loaded = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
-        self.policy.load_state_dict(loaded.state_dict())
+        if self.lora:
+            load_adapter(self.policy, folder)  # the base weights are the model's own, never changed
+        else:
+            loaded = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
+            self.policy.load_state_dict(loaded.state_dict())
         state = torch.load(folder / "trainer_state.pt", weights_only=False)
         if self.optimizer is not None and state["optimizer"] is not None:
             self.optimizer.load_state_dict(state["optimizer"])

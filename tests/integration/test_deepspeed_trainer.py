@@ -70,6 +70,13 @@ def test_zero3_matches_the_torch_backend(tiny_model, tmp_path, torch_run, world_
     assert result["losses"][0] != result["losses"][-1], "the updates must change the policy"
 
 
+def test_a_lora_adapter_trains_alike_on_both_backends(tiny_model, tmp_path):
+    torch_lora = run_ranks(tiny_model, tmp_path / "torch.json", 1, "--backend", "torch", "--lora")
+    zero3_lora = run_ranks(tiny_model, tmp_path / "zero3.json", 1, "--zero-stage", "3", "--lora")
+    assert_same_training(zero3_lora, torch_lora)
+    assert zero3_lora["losses"][0] != zero3_lora["losses"][-1]
+
+
 def test_checkpoint_has_loadable_weights_and_resumes_where_it_stopped(tiny_model, tmp_path):
     from transformers import AutoModelForCausalLM
 

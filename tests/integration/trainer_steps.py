@@ -4,7 +4,7 @@ weight fingerprint written as JSON by rank 0. A process of its own per run keeps
 and environment out of the test process.
 
     python trainer_steps.py MODEL OUT [--backend deepspeed] [--zero-stage 3] [--steps 3]
-        [--checkpoint DIR --checkpoint-after K] [--resume DIR]
+        [--checkpoint DIR --checkpoint-after K] [--resume DIR] [--lora]
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import torch
 
-from mappa.config import AlgoConfig, TrainerConfig
+from mappa.config import AlgoConfig, LoraConfig, TrainerConfig
 from mappa.trainer.backend import make_trainer
 from mappa.trainer.torch_trainer import TrainSample
 
@@ -42,12 +42,14 @@ def main() -> None:
     parser.add_argument("--checkpoint", help="save a checkpoint here after --checkpoint-after steps")
     parser.add_argument("--checkpoint-after", type=int, default=0)
     parser.add_argument("--resume", help="load this checkpoint before the steps")
+    parser.add_argument("--lora", action="store_true", help="train a LoRA adapter (rank 4)")
     args = parser.parse_args()
     torch.set_num_threads(1)
     config = TrainerConfig(
         type=args.backend, zero_stage=args.zero_stage, lr=1e-3, micro_batch_size=2, bf16_autocast=False
     )
-    trainer = make_trainer(args.model, config, AlgoConfig(), pad_token_id=2, seed=0)
+    lora = LoraConfig(rank=4, alpha=8) if args.lora else None
+    trainer = make_trainer(args.model, config, AlgoConfig(), pad_token_id=2, seed=0, lora=lora)
     extra = trainer.load_checkpoint(Path(args.resume)) if args.resume else {}
     prompts, responses, advantages = fixed_batch()
     losses, grad_norms = [], []
