@@ -29,7 +29,8 @@ def import_peft():
         import peft
     except ImportError as error:
         raise ImportError(
-            "an agent has `lora:` set but peft is not installed: run `pip install peft`, or remove `lora:`"
+            "an agent has `lora:` set but peft is not installed: run `pip install peft` (the `lora` "
+            "extra), or remove `lora:`"
         ) from error
     return peft
 
