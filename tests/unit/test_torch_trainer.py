@@ -80,3 +80,15 @@ def test_a_lora_agent_trains_only_its_adapter_and_its_reference_is_the_base(tiny
     fresh = TorchTrainer(str(tiny_model), TrainerConfig(lr=1e-2), AlgoConfig(), 2, lora=lora)
     assert fresh.load_checkpoint(tmp_path / "ckpt") == {"iteration": 0}
     assert all(torch.allclose(fresh.full_state_dict()[k], trained[k], atol=1e-6) for k in base)
+
+
+def test_a_missing_peft_is_named_with_the_fix(monkeypatch):
+    import sys
+
+    import pytest
+
+    from mappa.trainer.lora import import_peft
+
+    monkeypatch.setitem(sys.modules, "peft", None)
+    with pytest.raises(ImportError, match="pip install peft"):
+        import_peft()
