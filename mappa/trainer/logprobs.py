@@ -35,14 +35,16 @@ def batch_response_logprobs(
     for i, seq in enumerate(full):
         input_ids[i, width - len(seq) :] = torch.tensor(seq)
         attention[i, width - len(seq) :] = 1
+    device = next(model.parameters()).device
+    input_ids, attention = input_ids.to(device), attention.to(device)
     positions = (attention.cumsum(-1) - 1).clamp(min=0)
     logits = model(
         input_ids=input_ids, attention_mask=attention, position_ids=positions, logits_to_keep=keep + 1
     ).logits[:, :keep]  # (B, K, V): position k predicts token width - keep + k
     targets = input_ids[:, width - keep :]  # (B, K)
     token_logprobs = logits.float().log_softmax(-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)  # (B, K)
-    lengths = torch.tensor([len(r) for r in responses])
-    columns = torch.arange(keep).unsqueeze(0)  # (1, K)
+    lengths = torch.tensor([len(r) for r in responses], device=device)
+    columns = torch.arange(keep, device=device).unsqueeze(0)  # (1, K)
     mask = (columns < lengths.unsqueeze(1)).float()  # (B, K), left-aligned
     index = (keep - lengths.unsqueeze(1) + columns).clamp(max=keep - 1)  # right-aligned -> left-aligned
     return token_logprobs.gather(1, index) * mask, mask

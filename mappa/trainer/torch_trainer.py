@@ -6,7 +6,16 @@ trusted for the ratio). One optimizer step per `train_batch_size` actions (defau
 actions in the iteration), gradients accumulated over micro-batches and weighted by their token share, so
 the loss is the token-mean of `mappa.core.losses.compute_policy_loss` over the whole step.
 
-Not covered: sharded training (ZeRO-3 is the `deepspeed` backend, planned), LoRA, learning-rate schedules.
+The step is written once for both backends: `DeepSpeedTrainer` (`mappa.trainer.deepspeed_trainer`)
+subclasses this class and replaces only how gradients are made, applied and summed over ranks
+(`_backward`, `_apply_gradients`, `_sum_over_ranks`) and how weights are gathered and saved. With several
+data-parallel ranks each rank takes every `world_size`-th action of the (identically shuffled) step and
+runs as many micro-batches as the busiest rank, so sharded collectives line up.
+
+With `lora` (an agent's `lora:`) only a peft adapter trains; the reference is the base model with the
+adapter off (`mappa.trainer.lora`), and weights leave merged.
+
+Not covered: learning-rate schedules beyond linear warmup.
 """
 
 from __future__ import annotations
@@ -23,11 +32,12 @@ from typing import Any
 import torch
 from transformers import AutoModelForCausalLM, PreTrainedModel
 
-from mappa.config import AlgoConfig, TrainerConfig
+from mappa.config import AlgoConfig, LoraConfig, TrainerConfig
 from mappa.core.advantages import pad_sequences
 from mappa.core.losses import compute_policy_loss
 from mappa.inference.precision import resolve_bf16
 from mappa.trainer.logprobs import batch_response_logprobs, response_logprobs
+from mappa.trainer.lora import adapter_off, attach_lora, load_adapter, merged_state_dict, save_adapter
 
 
 @dataclass(frozen=True)
@@ -49,21 +59,29 @@ class TorchTrainer:
         pad_token_id: int,
         trainable: bool = True,
         seed: int = 0,
+        lora: LoraConfig | None = None,
     ) -> None:
         torch.manual_seed(seed)
         self.config = trainer
+        self.lora = lora if trainable else None
         self.algo = algo
         self.pad_token_id = pad_token_id
         self.trainable = trainable
+        self.rank, self.world_size = 0, 1  # data-parallel ranks of this agent (DeepSpeed sets them)
         self.policy: PreTrainedModel = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32)
         self.reference: PreTrainedModel | None = None
         self.optimizer: torch.optim.Optimizer | None = None
         self.scheduler: torch.optim.lr_scheduler.LRScheduler | None = None
         self.steps = 0
         if trainable:
-            self.reference = copy.deepcopy(self.policy).eval().requires_grad_(False)
+            if self.lora:  # the reference is the base model with the adapter off: no copy
+                self.policy = attach_lora(self.policy, self.lora)
+            else:
+                self.reference = copy.deepcopy(self.policy).eval().requires_grad_(False)
             self.optimizer = torch.optim.AdamW(
-                self.policy.parameters(), lr=trainer.lr, weight_decay=trainer.weight_decay
+                [p for p in self.policy.parameters() if p.requires_grad],
+                lr=trainer.lr,
+                weight_decay=trainer.weight_decay,
             )
             warmup = trainer.warmup_steps
             self.scheduler = torch.optim.lr_scheduler.LambdaLR(
@@ -74,10 +92,22 @@ class TorchTrainer:
 
     def logprobs(self, prompts, responses, which: str = "policy") -> list[list[float]]:
         """fp32 logprobs of response tokens under the policy or the frozen reference."""
-        model = self.policy if which == "policy" else self.reference
-        if model is None:
+        model, switch = self._scoring_model(which)
+        with switch:
+            return response_logprobs(
+                model, prompts, responses, self.pad_token_id, self.config.micro_batch_size
+            )
+
+    def _scoring_model(self, which: str) -> tuple[torch.nn.Module, contextlib.AbstractContextManager]:
+        """The module for `which` ("policy" or "ref") and the context to run it in (a LoRA agent's
+        reference is its policy with the adapter off)."""
+        if which == "policy":
+            return self.policy, contextlib.nullcontext()
+        if self.lora:
+            return self.policy, adapter_off(self.policy)
+        if self.reference is None:
             raise ValueError(f"no {which} model: this agent is not trainable")
-        return response_logprobs(model, prompts, responses, self.pad_token_id, self.config.micro_batch_size)
+        return self.reference, contextlib.nullcontext()
 
     def train(self, samples: Sequence[TrainSample], seed: int = 0) -> dict[str, float]:
         """REINFORCE++ update over `samples` for `epochs` epochs; returns averaged metrics."""
@@ -114,42 +144,67 @@ class TorchTrainer:
         return result
 
     def _optimizer_step(self, batch: Sequence[TrainSample]) -> dict[str, float]:
-        assert self.optimizer is not None
-        total_tokens = sum(len(s.response_token_ids) for s in batch)
+        total_tokens = sum(len(s.response_token_ids) for s in batch)  # over all ranks
         # One optimizer step per batch, so micro-batch composition does not change the gradient: group
         # similar lengths to cut padding (prompts range from ~100 to ~1000 tokens here).
         batch = sorted(batch, key=lambda s: len(s.prompt_token_ids) + len(s.response_token_ids))
-        self.optimizer.zero_grad(set_to_none=True)
+        self._start_step()
         loss_sum = clip_sum = kl_sum = 0.0
-        micro = self.config.micro_batch_size
-        for start in range(0, len(batch), micro):
-            chunk = batch[start : start + micro]
+        chunks = rank_micro_batches(batch, self.config.micro_batch_size, self.rank, self.world_size)
+        for chunk, counts in chunks:
             with self._autocast():
                 logprobs, mask = batch_response_logprobs(
-                    self.policy,
+                    self._training_module(),
                     [s.prompt_token_ids for s in chunk],
                     [s.response_token_ids for s in chunk],
                     self.pad_token_id,
                 )
-            old, _ = pad_sequences([s.old_logprobs for s in chunk])
-            advantages, _ = pad_sequences([s.advantages for s in chunk])
+            old = pad_sequences([s.old_logprobs for s in chunk])[0].to(logprobs.device)
+            advantages = pad_sequences([s.advantages for s in chunk])[0].to(logprobs.device)
             out = compute_policy_loss(logprobs, old, advantages, mask, self.algo.clip_eps)
-            share = out.num_tokens / total_tokens
-            (out.loss * share).backward()
+            share = out.num_tokens / total_tokens if counts else 0.0  # a padding micro-batch adds nothing
+            self._backward(out.loss * share)
             loss_sum += out.loss.item() * share
             clip_sum += out.clip_fraction.item() * share
             kl_sum += out.approx_kl.item() * share
-        grad_norm = torch.nn.utils.clip_grad_norm_(self.policy.parameters(), self.config.grad_clip)
-        self.optimizer.step()
-        if self.scheduler is not None:
-            self.scheduler.step()
+        loss_sum, clip_sum, kl_sum = self._sum_over_ranks([loss_sum, clip_sum, kl_sum])
         return {
             "loss": loss_sum,
             "clip_fraction": clip_sum,
             "approx_kl": kl_sum,
-            "grad_norm": float(grad_norm),
+            "grad_norm": self._apply_gradients(),
             "tokens": total_tokens,
         }
+
+    def _training_module(self) -> torch.nn.Module:
+        """What the update's forward calls (DeepSpeed: its engine, which tracks micro-batches)."""
+        return self.policy
+
+    def _start_step(self) -> None:
+        assert self.optimizer is not None
+        self.optimizer.zero_grad(set_to_none=True)
+
+    def _backward(self, loss: torch.Tensor) -> None:
+        loss.backward()
+
+    def _apply_gradients(self) -> float:
+        """Clip, step the optimizer and the schedule; returns the gradient norm before clipping."""
+        assert self.optimizer is not None
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.policy.parameters(), self.config.grad_clip)
+        self.optimizer.step()
+        if self.scheduler is not None:
+            self.scheduler.step()
+        return float(grad_norm)
+
+    def _sum_over_ranks(self, values: list[float]) -> list[float]:
+        return values
+
+    def full_state_dict(self) -> dict[str, torch.Tensor]:
+        """The policy's complete weights (a sharded backend gathers them first; an adapter is merged in)."""
+        return merged_state_dict(self.policy) if self.lora else self.policy.state_dict()
+
+    def parameter_count(self) -> int:
+        return sum(p.numel() for p in self.policy.parameters())
 
     def _autocast(self) -> contextlib.AbstractContextManager:
         if resolve_bf16(self.config.bf16_autocast):
@@ -160,7 +215,12 @@ class TorchTrainer:
         """Weights as safetensors (loadable by `from_pretrained`) plus optimizer, LR schedule and RNG state
         for resume; `extra` carries the caller's position (iteration, problems drawn)."""
         folder.mkdir(parents=True, exist_ok=True)
-        self.policy.save_pretrained(folder, safe_serialization=True)
+        if self.lora:
+            base = self.policy.get_base_model()
+            base.save_pretrained(folder, state_dict=self.full_state_dict(), safe_serialization=True)
+            save_adapter(self.policy, folder)
+        else:
+            self.policy.save_pretrained(folder, safe_serialization=True)
         state = {
             "optimizer": self.optimizer.state_dict() if self.optimizer else None,
             "scheduler": self.scheduler.state_dict() if self.scheduler else None,
@@ -173,8 +233,11 @@ class TorchTrainer:
 
     def load_checkpoint(self, folder: Path) -> dict[str, Any]:
         """Restore weights, optimizer and RNG state saved by `save_checkpoint`; returns its `extra`."""
-        loaded = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
-        self.policy.load_state_dict(loaded.state_dict())
+        if self.lora:
+            load_adapter(self.policy, folder)  # the base weights are the model's own, never changed
+        else:
+            loaded = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
+            self.policy.load_state_dict(loaded.state_dict())
         state = torch.load(folder / "trainer_state.pt", weights_only=False)
         if self.optimizer is not None and state["optimizer"] is not None:
             self.optimizer.load_state_dict(state["optimizer"])
@@ -184,3 +247,17 @@ class TorchTrainer:
         torch.set_rng_state(state["torch_rng"])
         random.setstate(state["python_rng"])
         return state["extra"]
+
+
+def rank_micro_batches(
+    batch: Sequence[TrainSample], micro_batch_size: int, rank: int, world_size: int
+) -> list[tuple[list[TrainSample], bool]]:
+    """This rank's micro-batches of one optimizer step: every `world_size`-th action from `rank` on, cut
+    into `micro_batch_size` pieces, padded with weightless repeats of the first action (marked False) to as
+    many micro-batches as the busiest rank runs, so every rank makes the same forward/backward calls."""
+    shard = list(batch[rank::world_size])
+    busiest = -(-len(batch) // world_size)  # ceil: rank 0 holds the most
+    count = -(-busiest // micro_batch_size)
+    chunks = [(shard[i : i + micro_batch_size], True) for i in range(0, len(shard), micro_batch_size)]
+    chunks += [([batch[0]], False)] * (count - len(chunks))
+    return chunks

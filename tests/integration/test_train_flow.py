@@ -1,5 +1,5 @@
 """The real `train` flow for two iterations on the tiny model: Prefect (test harness), Ray, sandbox,
-rubric coach."""
+rubric coach; one agent trains a LoRA adapter."""
 
 import pandas as pd
 import pytest
@@ -24,6 +24,11 @@ def finished_run(tmp_path_factory, tiny_model, prefect_harness, ray_local):
         iterations=2,
         rollout={"problems_per_iteration": 3, "max_new_tokens": 24, "eval_every": 2, "eval_problems": 2},
         trainer={"lr": 1e-3},
+        agents={  # the verifier trains a LoRA adapter: the flow must not care
+            "solver": {"model": str(tiny_model)},
+            "executor": {"model": str(tiny_model)},
+            "verifier": {"model": str(tiny_model), "lora": {"rank": 4, "alpha": 8}},
+        },
     )
     summary = train(config_path=str(path), run_id="it-run")
     return Run.open(str(root), "it-run"), summary, path

@@ -1,5 +1,7 @@
 """Config loading: YAML, dotted overrides, and errors that name the field and the fix."""
 
+from pathlib import Path
+
 import pytest
 import yaml
 
@@ -100,3 +102,35 @@ def test_config_hash_ignores_how_a_run_executes():
     )
     assert a.config_hash() == moved.config_hash()
     assert a.config_hash() != validate_config({**base, "coach": {"temperature": 0.5}}).config_hash()
+
+
+def test_a_setting_at_its_default_keeps_the_hash():
+    base = {"agents": {s: {"model": "m"} for s in ("solver", "executor", "verifier")}}
+    plain = validate_config(base)
+    # What a run written before `zero_stage` existed hashes like: the new field at its default adds nothing.
+    assert plain.config_hash() == validate_config({**base, "trainer": {"zero_stage": 3}}).config_hash()
+    assert plain.config_hash() != validate_config({**base, "trainer": {"type": "deepspeed"}}).config_hash()
+
+
+@pytest.mark.parametrize("path", sorted(Path("configs").glob("*.yaml")), ids=lambda p: p.name)
+def test_every_shipped_config_validates(path):
+    config = load_config(str(path))
+    assert config.config_hash()
+
+
+def test_gpu_configs_match_the_papers_settings():
+    for name in ("mathchat-qwen3-4b", "mathchat-r1-distill-1.5b"):
+        config = load_config(f"configs/{name}.yaml")
+        assert config.trainer.lr == 1e-6 and config.trainer.train_batch_size == 16
+        assert config.rollout.samples_per_problem == 2
+        assert config.rollout.problems_per_iteration * config.rollout.samples_per_problem == 32
+        assert (config.rollout.temperature, config.rollout.eval_temperature) == (1.0, 0.6)
+        assert (config.algo.beta, config.algo.clip_eps) == (0.01, 0.2)
+        assert config.coach.type == "openai" and config.trainer.type == "deepspeed"
+
+
+def test_several_ranks_need_the_deepspeed_backend():
+    base = {"agents": {s: {"model": "m"} for s in ("solver", "executor", "verifier")}}
+    with pytest.raises(ConfigError, match="trainer.type=deepspeed"):
+        validate_config({**base, "cluster": {"trainer_ranks": 2}})
+    assert validate_config({**base, "cluster": {"trainer_ranks": 2}, "trainer": {"type": "deepspeed"}})

@@ -53,3 +53,42 @@ def test_checkpoint_round_trip_restores_weights_and_optimizer(tiny_model, tmp_pa
     state_a = trainer.optimizer.state_dict()["state"]
     state_b = fresh.optimizer.state_dict()["state"]
     assert all(torch.equal(state_a[i]["exp_avg"], state_b[i]["exp_avg"]) for i in state_a)
+
+
+def test_a_lora_agent_trains_only_its_adapter_and_its_reference_is_the_base(tiny_model, tmp_path):
+    from transformers import AutoModelForCausalLM
+
+    from mappa.config import LoraConfig
+
+    lora = LoraConfig(rank=4, alpha=8)
+    plain = TorchTrainer(str(tiny_model), TrainerConfig(lr=1e-2), AlgoConfig(), 2)
+    trainer = TorchTrainer(str(tiny_model), TrainerConfig(lr=1e-2), AlgoConfig(), 2, lora=lora)
+    assert trainer.reference is None  # no frozen copy: the adapter switched off is the reference
+    base = plain.policy.state_dict()
+    assert trainer.full_state_dict().keys() == base.keys()
+    samples = make_samples(trainer)
+    trainer.train(samples)
+    prompts, responses = [s.prompt_token_ids for s in samples], [s.response_token_ids for s in samples]
+    assert trainer.logprobs(prompts, responses, "ref") == plain.logprobs(prompts, responses, "policy")
+    assert trainer.logprobs(prompts, responses, "policy") != plain.logprobs(prompts, responses, "policy")
+    trained = trainer.full_state_dict()
+    adapted = [k for k in base if not torch.equal(base[k], trained[k])]
+    assert adapted and all("proj" in k for k in adapted)  # linear layers moved, embeddings and norms not
+    trainer.save_checkpoint(tmp_path / "ckpt", extra={"iteration": 0})
+    merged = AutoModelForCausalLM.from_pretrained(tmp_path / "ckpt").state_dict()  # no peft needed
+    assert all(torch.allclose(merged[k], trained[k], atol=1e-6) for k in base)
+    fresh = TorchTrainer(str(tiny_model), TrainerConfig(lr=1e-2), AlgoConfig(), 2, lora=lora)
+    assert fresh.load_checkpoint(tmp_path / "ckpt") == {"iteration": 0}
+    assert all(torch.allclose(fresh.full_state_dict()[k], trained[k], atol=1e-6) for k in base)
+
+
+def test_a_missing_peft_is_named_with_the_fix(monkeypatch):
+    import sys
+
+    import pytest
+
+    from mappa.trainer.lora import import_peft
+
+    monkeypatch.setitem(sys.modules, "peft", None)
+    with pytest.raises(ImportError, match="pip install peft"):
+        import_peft()

@@ -1,0 +1,89 @@
+"""An agent's data-parallel trainer ranks behind the interface of one worker.
+
+`group.method.remote(*args)` calls `method` on every rank with the same arguments (ZeRO-3 ranks must make
+the same calls in the same order: every forward gathers parameters collectively) and returns one object
+ref that resolves to rank 0's answer once every rank has answered, or raises if any rank failed. Ranks
+split the work themselves (`DeepSpeedTrainer`): each takes its share of an update's actions and of a
+logprob pass, and they agree on the result.
+
+Placement: the ranks of one agent share a named, detached placement group, one bundle per rank
+(`cluster.num_gpus` GPUs each; a token CPU share on CPU machines, where workers share the cores), packed
+onto as few nodes as possible; rank 0's node hosts the process group's rendezvous.
+
+Not covered: ranks of one agent on several engines (generation runs on every rank, in step).
+"""
+
+from __future__ import annotations
+
+import socket
+from typing import Any
+
+import ray
+from ray.util.placement_group import get_placement_group, placement_group
+from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+CPU_SHARE = 0.01  # a bundle needs some resource; workers on CPU machines ask for no cores of their own
+
+
+class RankGroup:
+    def __init__(self, ranks: list[Any]) -> None:
+        self.ranks = ranks
+
+    def __getattr__(self, method: str) -> _GroupMethod:
+        if method.startswith("_"):
+            raise AttributeError(method)
+        return _GroupMethod(self.ranks, method)
+
+
+class _GroupMethod:
+    def __init__(self, ranks: list[Any], method: str) -> None:
+        self.ranks, self.method = ranks, method
+
+    def remote(self, *args: Any, **kwargs: Any) -> Any:
+        answers = [getattr(rank, self.method).remote(*args, **kwargs) for rank in self.ranks]
+        return _rank_zero_answer.remote(*answers)
+
+
+@ray.remote(num_cpus=0)
+def _rank_zero_answer(*answers: Any) -> Any:
+    """Ray resolves every rank's answer before this runs (and fails it if one failed)."""
+    return answers[0]
+
+
+@ray.remote(num_cpus=0)
+def _rendezvous() -> tuple[str, int]:
+    """This node's address and a free port, for the process group's rank 0."""
+    with socket.socket() as probe:
+        probe.bind(("", 0))
+        return ray.util.get_node_ip_address(), probe.getsockname()[1]
+
+
+def rank_placement(name: str, ranks: int, num_gpus: float) -> Any:
+    """The agent's placement group (created once, found again by name), ready."""
+    try:
+        group = get_placement_group(name)
+    except ValueError:
+        bundle = {"CPU": CPU_SHARE, **({"GPU": num_gpus} if num_gpus else {})}
+        group = placement_group([bundle] * ranks, strategy="PACK", name=name, lifetime="detached")
+    ray.get(group.ready())
+    return group
+
+
+def process_group_env(group: Any, ranks: int) -> list[dict[str, str]]:
+    """RANK / WORLD_SIZE / MASTER_ADDR / MASTER_PORT for each rank, rendezvous on bundle 0's node."""
+    on_first = PlacementGroupSchedulingStrategy(group, placement_group_bundle_index=0)
+    address, port = ray.get(_rendezvous.options(scheduling_strategy=on_first).remote())
+    return [
+        {
+            "RANK": str(rank),
+            "LOCAL_RANK": "0",  # one visible device per actor: Ray sets CUDA_VISIBLE_DEVICES per rank
+            "WORLD_SIZE": str(ranks),
+            "MASTER_ADDR": address,
+            "MASTER_PORT": str(port),
+        }
+        for rank in range(ranks)
+    ]
+
+
+def in_bundle(group: Any, rank: int) -> PlacementGroupSchedulingStrategy:
+    return PlacementGroupSchedulingStrategy(group, placement_group_bundle_index=rank)

@@ -1,0 +1,80 @@
+"""Run by `test_deepspeed_trainer.py` in fresh processes (one per rank): a few REINFORCE++ updates of the
+tiny model on a fixed batch through `make_trainer`, with the losses, gradient norms, final logprobs and a
+weight fingerprint written as JSON by rank 0. A process of its own per run keeps DeepSpeed's process group
+and environment out of the test process.
+
+    python trainer_steps.py MODEL OUT [--backend deepspeed] [--zero-stage 3] [--steps 3]
+        [--checkpoint DIR --checkpoint-after K] [--resume DIR] [--lora]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+from pathlib import Path
+
+import torch
+
+from mappa.config import AlgoConfig, LoraConfig, TrainerConfig
+from mappa.trainer.backend import make_trainer
+from mappa.trainer.torch_trainer import TrainSample
+
+ACTIONS = 7  # odd: with two ranks one holds more actions, and padding micro-batches run
+
+
+def fixed_batch() -> tuple[list[list[int]], list[list[int]], list[list[float]]]:
+    rng = random.Random(0)
+    prompts = [[rng.randrange(3, 400) for _ in range(rng.randint(3, 9))] for _ in range(ACTIONS)]
+    responses = [[rng.randrange(3, 400) for _ in range(rng.randint(1, 6))] for _ in range(ACTIONS)]
+    advantages = [[rng.gauss(0.0, 1.0) for _ in r] for r in responses]
+    return prompts, responses, advantages
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("model")
+    parser.add_argument("out")
+    parser.add_argument("--backend", default="deepspeed")
+    parser.add_argument("--zero-stage", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=3)
+    parser.add_argument("--checkpoint", help="save a checkpoint here after --checkpoint-after steps")
+    parser.add_argument("--checkpoint-after", type=int, default=0)
+    parser.add_argument("--resume", help="load this checkpoint before the steps")
+    parser.add_argument("--lora", action="store_true", help="train a LoRA adapter (rank 4)")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    config = TrainerConfig(
+        type=args.backend, zero_stage=args.zero_stage, lr=1e-3, micro_batch_size=2, bf16_autocast=False
+    )
+    lora = LoraConfig(rank=4, alpha=8) if args.lora else None
+    trainer = make_trainer(args.model, config, AlgoConfig(), pad_token_id=2, seed=0, lora=lora)
+    extra = trainer.load_checkpoint(Path(args.resume)) if args.resume else {}
+    prompts, responses, advantages = fixed_batch()
+    losses, grad_norms = [], []
+    old = trainer.logprobs(prompts, responses, "policy")  # kept over the steps: ratios move off 1
+    for step in range(args.steps):
+        if args.checkpoint and step == args.checkpoint_after:
+            trainer.save_checkpoint(Path(args.checkpoint), extra={"iteration": 0})
+            old = trainer.logprobs(prompts, responses, "policy")  # as a resumed run starts
+        samples = [TrainSample(*row) for row in zip(prompts, responses, old, advantages)]
+        metrics = trainer.train(samples, seed=step)
+        losses.append(metrics["loss"])
+        grad_norms.append(metrics["grad_norm"])
+    result = {
+        "losses": losses,
+        "grad_norms": grad_norms,
+        "logprobs": trainer.logprobs(prompts, responses, "policy"),
+        "reference": trainer.logprobs(prompts, responses, "ref"),
+        "checksum": sum(float(v.double().abs().sum()) for v in trainer.full_state_dict().values()),
+        "steps": trainer.steps,
+        "extra": extra,
+        "world_size": trainer.world_size,
+    }
+    if int(os.environ.get("RANK", "0")) == 0:
+        Path(args.out).write_text(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
