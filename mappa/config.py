@@ -190,10 +190,24 @@ class TrainerConfig(_Section):
 class EngineConfig(_Section):
     """The generation engine (`mappa.inference`)."""
 
-    type: Literal["hf"] = "hf"
+    type: Literal["hf", "vllm"] = "hf"
+    """`hf`: transformers `generate` on the trainer's own module; `vllm`: a vLLM engine in each agent's
+    worker holding its own copy, updated in place after every update (`mappa.inference.vllm_engine`;
+    `pip install -e .[cpu]` or `.[gpu]`). The local coach always uses `hf`."""
     batch_size: int = Field(32, ge=1)
     bf16_autocast: bool | Literal["auto"] = "auto"
-    """One outer bf16 autocast around generation; `auto` as for the trainer."""
+    """One outer bf16 autocast around generation; `auto` as for the trainer. For `vllm`: its dtype (bf16
+    where this resolves true or on GPUs, fp32 otherwise)."""
+    enforce_eager: bool = False
+    """For `vllm`: skip compilation (starts in about 40 s instead of 2 minutes on CPU, generates slower)."""
+    gpu_memory_utilization: float = Field(0.5, gt=0, le=1)
+    """For `vllm` on GPUs: the share of a GPU's memory the engine may take (the trainer needs the rest)."""
+    tensor_parallel_size: int = Field(1, ge=1)
+    """For `vllm` on GPUs: GPUs one engine spans (the worker must have as many: `cluster.num_gpus`)."""
+    max_model_len: int | None = Field(None, ge=16)
+    """For `vllm`: the longest prompt + generation (default: the model's)."""
+    cpu_kv_cache_gb: int = Field(1, ge=1)
+    """For `vllm` on CPU: KV-cache memory per engine, GiB."""
 
 
 class SandboxConfig(_Section):

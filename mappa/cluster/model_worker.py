@@ -1,9 +1,9 @@
 """A long-lived model worker (a Ray actor): one agent's weights, its engine and its trainer.
 
-On CPU the engine shares the trainer's policy module, so a weight update is visible to the next
-generation at once; an engine that holds its own copy gets the full weights after every update
-(`_push_weights`). A frozen agent or the local coach holds the policy only: no reference model, no optimizer.
-Everything crossing the actor boundary is plain lists and dicts.
+The HF engine shares the trainer's policy module, so a weight update is visible to the next generation at
+once; a vLLM engine (`engine.type: vllm`) holds its own copy and gets the full weights in place after
+every update and checkpoint load (`_push_weights`). A frozen agent or the local coach holds the policy
+only: no reference model, no optimizer. Everything crossing the actor boundary is plain lists and dicts.
 
 Several ranks of one agent (`cluster.trainer_ranks`) are several workers, each told its place in the
 process group; they get the same calls in the same order (`mappa.cluster.rank_group`).
@@ -40,6 +40,24 @@ def release_freed_memory() -> None:
             ctypes.CDLL("libc.so.6").malloc_trim(0)
         except OSError:
             return
+
+
+def vllm_engine(path: str, config: EngineConfig, seed: int):
+    """A vLLM engine for this worker's model (`engine.type: vllm`)."""
+    from mappa.inference.precision import resolve_bf16
+    from mappa.inference.vllm_engine import VLLMEngine
+
+    on_gpu = torch.cuda.is_available()
+    return VLLMEngine(
+        path,
+        dtype="auto" if on_gpu else ("bfloat16" if resolve_bf16(config.bf16_autocast) else "float32"),
+        tensor_parallel_size=config.tensor_parallel_size,
+        gpu_memory_utilization=config.gpu_memory_utilization,
+        max_model_len=config.max_model_len,
+        enforce_eager=config.enforce_eager,
+        seed=seed,
+        cpu_kv_cache_gb=config.cpu_kv_cache_gb,
+    )
 
 
 class ModelWorker:
@@ -84,9 +102,15 @@ class ModelWorker:
         self.trainer = make_trainer(
             path, TrainerConfig(**trainer), AlgoConfig(**algo), pad, trainable, seed, adapter
         )
-        self.engine = HFEngine(
-            self.trainer.policy, self.tokenizer, engine_config.batch_size, engine_config.bf16_autocast
-        )
+        if engine_config.type == "vllm":
+            if hasattr(self, "engine"):  # a reset: the running engine takes the base weights back
+                self._push_weights()
+            else:
+                self.engine = vllm_engine(path, engine_config, seed)
+        else:
+            self.engine = HFEngine(
+                self.trainer.policy, self.tokenizer, engine_config.batch_size, engine_config.bf16_autocast
+            )
         self.weights_iteration = 0  # finished updates whose weights this worker serves; -1: unsaved changes
 
     def reset(self) -> None:

@@ -49,7 +49,9 @@ def ensure_ray(config: RunConfig) -> None:
     )
 
 
-def _worker(run: Run, name: str, model: str, trainable: bool, lora: dict | None = None) -> Any:
+def _worker(
+    run: Run, name: str, model: str, trainable: bool, lora: dict | None = None, engine: str | None = None
+) -> Any:
     """The agent's worker: one actor, or for a trainable agent with `cluster.trainer_ranks` > 1 a
     `RankGroup` of actors `mappa-<run>-<agent>-rank<k>` in the agent's placement group."""
     config = run.config
@@ -60,7 +62,7 @@ def _worker(run: Run, name: str, model: str, trainable: bool, lora: dict | None 
         trainable,
         config.trainer.model_dump(),
         config.algo.model_dump(),
-        config.engine.model_dump(),
+        {**config.engine.model_dump(), **({"type": engine} if engine else {})},
         config.seed,
         config.cluster.torch_threads,
         lora,
@@ -122,7 +124,8 @@ def agent_workers(run: Run, iteration: int) -> dict[str, Any]:
 def coach_worker(run: Run) -> Any:
     """The local coach's model (frozen), for `coach.type: local`."""
     ensure_ray(run.config)
-    worker = _worker(run, COACH, run.config.coach.model, trainable=False)
+    # HF: `expected` scoring reads next-token probabilities, which the vLLM engine does not give
+    worker = _worker(run, COACH, run.config.coach.model, trainable=False, engine="hf")
     ray.get(worker.ready.remote())
     return worker
 
