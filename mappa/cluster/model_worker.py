@@ -105,6 +105,8 @@ class ModelWorker:
         if engine_config.type == "vllm":
             if hasattr(self, "engine"):  # a reset: the running engine takes the base weights back
                 self._push_weights()
+            elif int(os.environ.get("RANK", "0")) > 0:
+                self.engine = None  # one engine per agent: rank 0's (vLLM needs no lockstep)
             else:
                 self.engine = vllm_engine(path, engine_config, seed)
         else:
@@ -124,7 +126,10 @@ class ModelWorker:
     def chat(
         self, chats: list[list[dict[str, str]]], params: dict[str, Any]
     ) -> list[tuple[str, dict, float]]:
-        """Apply the chat template and generate; returns (prompt text, generation fields, seconds) each."""
+        """Apply the chat template and generate; returns (prompt text, generation fields, seconds) each.
+        A rank without an engine (ranks > 0 of a vLLM agent) answers nothing: rank 0's answer counts."""
+        if self.engine is None:
+            return []
         sampling = SamplingParams(**{**params, "stop": tuple(params.get("stop") or ())})
         prompts = [
             self.tokenizer.apply_chat_template(c, tokenize=False, add_generation_prompt=True) for c in chats
@@ -190,7 +195,9 @@ class ModelWorker:
         (the HF engine on CPU; under ZeRO-3 its forward gathers the partitioned weights as training does)."""
         if getattr(self.engine, "model", None) is self.trainer.policy:
             return
-        self.engine.update_weights(self.trainer.full_state_dict())
+        weights = self.trainer.full_state_dict()  # every rank: ZeRO-3 gathers collectively
+        if self.engine is not None:
+            self.engine.update_weights(weights)
 
     def weights_checksum(self) -> float:
         """A cheap fingerprint of the policy weights (tests check that updates change them)."""
