@@ -183,9 +183,11 @@ def _interpreter_binds() -> list[str]:
 
 
 def _hiding_binds(paths: tuple[str, ...]) -> list[str]:
-    """Cover each existing path: an empty tmpfs over a folder, /dev/null over a file."""
+    """Cover each existing path: an empty tmpfs over a folder, /dev/null over a file. The path's real
+    location is covered (bwrap cannot mount through a symlink, e.g. a symlinked venv), which hides it
+    under every name that leads there."""
     binds: list[str] = []
-    for path in paths:
+    for path in map(os.path.realpath, paths):
         if Path(path).is_dir():
             binds += ["--tmpfs", path]
         elif Path(path).exists():

@@ -323,6 +323,29 @@ def test_hidden_paths_cannot_be_read_under_bwrap(tmp_path: Path) -> None:
     assert "iris.csv" in seen.stdout and not seen.stdout.split("\n")[1] == "0"
 
 
+@NEEDS_BWRAP
+def test_a_path_hidden_through_a_symlink_is_hidden_under_both_names(tmp_path: Path) -> None:
+    import shutil
+    import tempfile
+
+    base = Path(tempfile.mkdtemp(dir=REPO_ROOT, prefix=".sandbox-test-"))  # not /tmp: private in the sandbox
+    try:
+        real = base / "store" / "answers"
+        real.mkdir(parents=True)
+        (real / "labels.csv").write_text("id,label\n1,secret\n")
+        (base / "linked").symlink_to(base / "store")  # like a symlinked venv or data folder
+        via_link = base / "linked" / "answers"
+        code = f"import os\nprint(os.listdir({str(via_link)!r}), os.listdir({str(real)!r}))\n"
+        limits = SandboxLimits(isolation="bwrap", hidden_paths=(str(via_link),))
+        covered = run_python(code, workdir=tmp_path, limits=limits)
+        seen = run_python(code, workdir=tmp_path, limits=SandboxLimits(isolation="bwrap"))
+    finally:
+        shutil.rmtree(base)
+    assert covered.ok and seen.ok, covered.stderr + seen.stderr
+    assert covered.stdout.strip() == "[] []"
+    assert seen.stdout.strip() == "['labels.csv'] ['labels.csv']"
+
+
 def test_hidden_paths_must_be_absolute() -> None:
     with pytest.raises(ValueError, match="hidden_paths must be absolute"):
         SandboxLimits(hidden_paths=("labels.csv",))
