@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import random
 import socket
 from pathlib import Path
 from typing import Any
@@ -40,7 +39,7 @@ from mappa.config import AlgoConfig, LoraConfig, TrainerConfig
 from mappa.inference.precision import resolve_bf16
 from mappa.trainer.logprobs import response_logprobs
 from mappa.trainer.lora import save_adapter
-from mappa.trainer.torch_trainer import TorchTrainer
+from mappa.trainer.torch_trainer import TRAINER_STATE, TorchTrainer
 
 DEEPSPEED_STATE = "deepspeed"  # the checkpoint's subfolder for DeepSpeed's optimizer shards
 DEEPSPEED_TAG = "state"
@@ -223,13 +222,7 @@ class DeepSpeedTrainer(TorchTrainer):
                     save_adapter(self.policy, folder)  # for readers; resume uses DeepSpeed's own state
         self.engine.save_checkpoint(str(folder / DEEPSPEED_STATE), tag=DEEPSPEED_TAG)
         if self.rank == 0:
-            state = {
-                "steps": self.steps,
-                "torch_rng": torch.get_rng_state(),
-                "python_rng": random.getstate(),
-                "extra": extra or {},
-            }
-            torch.save(state, folder / "trainer_state.pt")
+            torch.save(self._position(extra), folder / TRAINER_STATE)
 
     def load_checkpoint(self, folder: Path) -> dict[str, Any]:
         if not (folder / DEEPSPEED_STATE).exists():
@@ -243,8 +236,4 @@ class DeepSpeedTrainer(TorchTrainer):
             load_optimizer_states=True,
             load_lr_scheduler_states=True,
         )
-        state = torch.load(folder / "trainer_state.pt", weights_only=False)
-        self.steps = state["steps"]
-        torch.set_rng_state(state["torch_rng"])
-        random.setstate(state["python_rng"])
-        return state["extra"]
+        return self._restore_position(torch.load(folder / TRAINER_STATE, weights_only=False))

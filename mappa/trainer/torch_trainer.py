@@ -39,6 +39,8 @@ from mappa.inference.precision import resolve_bf16
 from mappa.trainer.logprobs import batch_response_logprobs, response_logprobs
 from mappa.trainer.lora import adapter_off, attach_lora, load_adapter, merged_state_dict, save_adapter
 
+TRAINER_STATE = "trainer_state.pt"  # a checkpoint's optimizer, schedule, steps and RNG states
+
 
 @dataclass(frozen=True)
 class TrainSample:
@@ -224,12 +226,9 @@ class TorchTrainer:
         state = {
             "optimizer": self.optimizer.state_dict() if self.optimizer else None,
             "scheduler": self.scheduler.state_dict() if self.scheduler else None,
-            "steps": self.steps,
-            "torch_rng": torch.get_rng_state(),
-            "python_rng": random.getstate(),
-            "extra": extra or {},
+            **self._position(extra),
         }
-        torch.save(state, folder / "trainer_state.pt")
+        torch.save(state, folder / TRAINER_STATE)
 
     def load_checkpoint(self, folder: Path) -> dict[str, Any]:
         """Restore weights, optimizer and RNG state saved by `save_checkpoint`; returns its `extra`."""
@@ -238,11 +237,24 @@ class TorchTrainer:
         else:
             loaded = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
             self.policy.load_state_dict(loaded.state_dict())
-        state = torch.load(folder / "trainer_state.pt", weights_only=False)
+        state = torch.load(folder / TRAINER_STATE, weights_only=False)
         if self.optimizer is not None and state["optimizer"] is not None:
             self.optimizer.load_state_dict(state["optimizer"])
         if self.scheduler is not None and state.get("scheduler") is not None:
             self.scheduler.load_state_dict(state["scheduler"])
+        return self._restore_position(state)
+
+    def _position(self, extra: dict[str, Any] | None) -> dict[str, Any]:
+        """Where training stands, for a checkpoint: optimizer steps, RNG states, the caller's `extra`."""
+        return {
+            "steps": self.steps,
+            "torch_rng": torch.get_rng_state(),
+            "python_rng": random.getstate(),
+            "extra": extra or {},
+        }
+
+    def _restore_position(self, state: dict[str, Any]) -> dict[str, Any]:
+        """Back to a `_position`; returns its `extra`."""
         self.steps = state["steps"]
         torch.set_rng_state(state["torch_rng"])
         random.setstate(state["python_rng"])
