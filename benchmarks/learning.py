@@ -19,7 +19,8 @@ afterwards with `mappa inspect RUN --root ROOT`; runs already finished under `--
 train` skips finished stages), so an interrupted benchmark continues where it stopped.
 
 Default size: 2 iterations x 4 problems x 2 seeds x 3 sources, 8 evaluation problems, 64 new tokens,
-lr 1e-5: about 90 minutes on a 2-core CPU (each run about 15; evaluation is a large part of it). Larger settings (the paper's regime on GPUs): `--iterations 20
+lr 1e-5: about 90 minutes on a 2-core CPU (each run about 15; evaluation is a large part of it). Larger
+settings (the paper's regime on GPUs): `--iterations 20
 --problems 32 --eval-problems 64 --max-new-tokens 512 --seeds 0 1 2` with a bigger model in the config.
 
 Not covered: significance testing (2 seeds give a spread, not a confidence interval), other envs.
