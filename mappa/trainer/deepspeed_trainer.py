@@ -39,7 +39,7 @@ from mappa.config import AlgoConfig, LoraConfig, TrainerConfig
 from mappa.inference.precision import resolve_bf16
 from mappa.trainer.logprobs import response_logprobs
 from mappa.trainer.lora import save_adapter
-from mappa.trainer.torch_trainer import TRAINER_STATE, TorchTrainer
+from mappa.trainer.torch_trainer import TRAINER_STATE, TorchTrainer, warmup_schedule
 
 DEEPSPEED_STATE = "deepspeed"  # the checkpoint's subfolder for DeepSpeed's optimizer shards
 DEEPSPEED_TAG = "state"
@@ -117,12 +117,9 @@ class DeepSpeedTrainer(TorchTrainer):
         self.world_size = torch.distributed.get_world_size()
         self.bf16 = resolve_bf16(trainer.bf16_autocast)
         client_optimizer = None if trainer.offload_optimizer else self.optimizer
-        warmup = trainer.warmup_steps
 
         def schedule(optimizer):
-            return torch.optim.lr_scheduler.LambdaLR(
-                optimizer, lambda step: min(1.0, (step + 1) / warmup) if warmup else 1.0
-            )
+            return warmup_schedule(optimizer, trainer.warmup_steps)
 
         self.engine, self.optimizer, _, self.scheduler = deepspeed.initialize(
             model=self.policy,

@@ -85,10 +85,7 @@ class TorchTrainer:
                 lr=trainer.lr,
                 weight_decay=trainer.weight_decay,
             )
-            warmup = trainer.warmup_steps
-            self.scheduler = torch.optim.lr_scheduler.LambdaLR(
-                self.optimizer, lambda step: min(1.0, (step + 1) / warmup) if warmup else 1.0
-            )
+            self.scheduler = warmup_schedule(self.optimizer, trainer.warmup_steps)
         else:
             self.policy.requires_grad_(False)
 
@@ -259,6 +256,13 @@ class TorchTrainer:
         torch.set_rng_state(state["torch_rng"])
         random.setstate(state["python_rng"])
         return state["extra"]
+
+
+def warmup_schedule(optimizer: torch.optim.Optimizer, warmup_steps: int) -> torch.optim.lr_scheduler.LambdaLR:
+    """Linear learning-rate warmup from 0 to the optimizer's lr over `warmup_steps` steps, then constant."""
+    return torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda step: min(1.0, (step + 1) / warmup_steps) if warmup_steps else 1.0
+    )
 
 
 def rank_micro_batches(
