@@ -62,6 +62,7 @@ WORKER_METHODS = {  # worker method -> component (the coach worker's chat is the
     "chat": "generation",
     "chat_next_token_logprobs": "coach model",
     "logprobs": "logprob passes",
+    "release_memory": "logprob passes",  # the advantages stage's malloc_trim: part of that compute
     "train": "trainer",
     "save_checkpoint": "checkpoint I/O",
     "load_checkpoint": "checkpoint I/O",
@@ -118,6 +119,9 @@ class TimedModelWorker(ModelWorker):
 
     def train(self, *args: Any, **kwargs: Any) -> Any:
         return self._timed("train", super().train, *args, **kwargs)
+
+    def release_memory(self) -> None:
+        return self._timed("release_memory", super().release_memory)
 
     def save_checkpoint(self, *args: Any, **kwargs: Any) -> Any:
         return self._timed("save_checkpoint", super().save_checkpoint, *args, **kwargs)

@@ -12,7 +12,8 @@ work mappa does per agent and iteration:
   weighted by token share), backward; then clip_grad_norm_ 1.0 and one AdamW step (lr 1e-5, no weight
   decay). mappa: `TorchTrainer(path, TrainerConfig(micro_batch_size=...), AlgoConfig(), ...).train()`,
   which itself does only this part: it takes old logprobs as given and never runs the reference.
-mappa's side also calls `release_freed_memory()` after each of the three calls, as `ModelWorker` does.
+mappa's side also hands freed memory back to the OS (`release_freed_memory()`) where its stages do:
+once after the two logprob passes (the advantages stage) and once after the update.
 The minimal side (`benchmarks/minimal_update.py`) is written out with nothing else: its own padding and
 logprob code; fp32 master weights, bf16 autocast for the policy forward only where the CPU has native bf16.
 
@@ -144,9 +145,8 @@ class MappaSide:
         prompts, responses = self.batch["prompts"], self.batch["responses"]
         started = time.perf_counter()
         old = self.trainer.logprobs(prompts, responses, "policy")
-        release_freed_memory()
         self.trainer.logprobs(prompts, responses, "ref")  # feeds the KL rewards in mappa's advantages
-        release_freed_memory()
+        release_freed_memory()  # the advantages stage's end (`ModelWorker.release_memory`)
         forwards = time.perf_counter()
         samples = [TrainSample(*row) for row in zip(prompts, responses, old, self.batch["advantages"])]
         metrics = self.trainer.train(samples, seed=0)

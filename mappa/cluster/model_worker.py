@@ -156,9 +156,13 @@ class ModelWorker:
         return self.engine.next_token_logprobs(prompts, candidates, positions)
 
     def logprobs(self, prompts: list[list[int]], responses: list[list[int]], which: str) -> list[list[float]]:
-        result = self.trainer.logprobs(prompts, responses, which)
+        """Per-token logprobs of `responses` under the policy or the reference. Keeps the freed activation
+        memory: the advantages stage asks for both passes, then `release_memory` once."""
+        return self.trainer.logprobs(prompts, responses, which)
+
+    def release_memory(self) -> None:
+        """Hand freed memory back to the OS at the end of a stage's work on this worker."""
         release_freed_memory()
-        return result
 
     def train(self, samples: list[dict[str, Any]], seed: int) -> dict[str, float]:
         self.weights_iteration = -1  # changed weights, not yet saved: a retry must reload a checkpoint

@@ -46,6 +46,7 @@ def fetch_logprobs(run: Run, iteration: int, frame: pd.DataFrame) -> dict[str, l
                 worker.logprobs.remote(prompts, responses, "ref"),
             ]
         )
+        ray.get(worker.release_memory.remote())  # once both passes are done: the next agent needs it
         for p, o, r in zip(positions, old_rows, ref_rows):
             old[p], ref[p] = o, r
     return {"old": old, "ref": ref}
