@@ -204,6 +204,10 @@ class EngineConfig(_Section):
     """For `vllm` on GPUs: the share of a GPU's memory the engine may take (the trainer needs the rest)."""
     tensor_parallel_size: int = Field(1, ge=1)
     """For `vllm` on GPUs: GPUs one engine spans (the worker must have as many: `cluster.num_gpus`)."""
+    num_engines: int = Field(1, ge=1)
+    """For `vllm`: engines per trainable agent, one on each of its first `num_engines` trainer ranks
+    (`cluster.trainer_ranks` must be at least this); each generation call's prompts are split among them
+    and run at once. Frozen agents have one."""
     max_model_len: int | None = Field(None, ge=16)
     """For `vllm`: the longest prompt + generation (default: the model's)."""
     cpu_kv_cache_gb: int = Field(1, ge=1)
@@ -324,6 +328,28 @@ class RunConfig(_Section):
             raise ValueError(
                 f"cluster.trainer_ranks={self.cluster.trainer_ranks} splits each update over ranks, which "
                 "only the deepspeed backend does: set trainer.type=deepspeed, or cluster.trainer_ranks=1"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _engines_fit_ranks(self) -> RunConfig:
+        engine, cluster = self.engine, self.cluster
+        if engine.num_engines > 1 and engine.type != "vllm":
+            raise ValueError(
+                f"engine.num_engines={engine.num_engines} needs engine.type=vllm (the hf engine generates on "
+                "the trainer's own module, on every rank in step): set engine.type=vllm, or num_engines=1"
+            )
+        if engine.num_engines > cluster.trainer_ranks:
+            raise ValueError(
+                f"engine.num_engines={engine.num_engines} but cluster.trainer_ranks="
+                f"{cluster.trainer_ranks}: each engine lives on one trainer rank of its agent; raise "
+                "cluster.trainer_ranks (with trainer.type=deepspeed) or lower engine.num_engines"
+            )
+        if engine.tensor_parallel_size > 1 and cluster.num_gpus < engine.tensor_parallel_size:
+            raise ValueError(
+                f"engine.tensor_parallel_size={engine.tensor_parallel_size} spans that many GPUs of the "
+                f"agent's worker, which has cluster.num_gpus={cluster.num_gpus:g}: set cluster.num_gpus to "
+                "at least the tensor-parallel size, or tensor_parallel_size=1"
             )
         return self
 

@@ -8,7 +8,10 @@ only: no reference model, no optimizer. Everything crossing the actor boundary i
 Several ranks of one agent (`cluster.trainer_ranks`) are several workers, each told its place in the
 process group; they get the same calls in the same order (`mappa.cluster.rank_group`).
 
-Not covered: engines apart from the trainer (vLLM), several engines per agent.
+With `engine.num_engines` > 1 (vLLM), each of the agent's first `num_engines` ranks holds an engine, and
+`RankGroup` splits every generation call among them.
+
+Not covered: engines on actors of their own, apart from the trainer ranks.
 """
 
 from __future__ import annotations
@@ -105,8 +108,8 @@ class ModelWorker:
         if engine_config.type == "vllm":
             if hasattr(self, "engine"):  # a reset: the running engine takes the base weights back
                 self._push_weights()
-            elif int(os.environ.get("RANK", "0")) > 0:
-                self.engine = None  # one engine per agent: rank 0's (vLLM needs no lockstep)
+            elif int(os.environ.get("RANK", "0")) >= engine_config.num_engines:
+                self.engine = None  # engines on the first ranks only (vLLM needs no lockstep)
             else:
                 self.engine = vllm_engine(path, engine_config, seed)
         else:
@@ -127,7 +130,7 @@ class ModelWorker:
         self, chats: list[list[dict[str, str]]], params: dict[str, Any]
     ) -> list[tuple[str, dict, float]]:
         """Apply the chat template and generate; returns (prompt text, generation fields, seconds) each.
-        A rank without an engine (ranks > 0 of a vLLM agent) answers nothing: rank 0's answer counts."""
+        A rank without an engine (beyond a vLLM agent's `num_engines`) answers nothing."""
         if self.engine is None:
             return []
         sampling = SamplingParams(**{**params, "stop": tuple(params.get("stop") or ())})

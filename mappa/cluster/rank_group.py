@@ -10,7 +10,9 @@ Placement: the ranks of one agent share a named, detached placement group, one b
 (`cluster.num_gpus` GPUs each; a token CPU share on CPU machines, where workers share the cores), packed
 onto as few nodes as possible; rank 0's node hosts the process group's rendezvous.
 
-Not covered: ranks of one agent on several engines (generation runs on every rank, in step).
+Generation: with the HF engine every rank generates the same prompts in step (its forward gathers the
+ZeRO-3 partitions collectively) and rank 0's answer counts; with vLLM (`engine.num_engines`) the first
+ranks hold one engine each and every `chat` call's prompts are split among them.
 """
 
 from __future__ import annotations
@@ -26,13 +28,39 @@ CPU_SHARE = 0.01  # a bundle needs some resource; workers on CPU machines ask fo
 
 
 class RankGroup:
-    def __init__(self, ranks: list[Any]) -> None:
-        self.ranks = ranks
+    def __init__(self, ranks: list[Any], engines: int = 0) -> None:
+        """`engines`: how many of the first ranks hold a vLLM engine (`engine.num_engines`); 0 for the HF
+        engine, which generates on every rank in step."""
+        self.ranks, self.engines = ranks, engines
 
-    def __getattr__(self, method: str) -> _GroupMethod:
+    def __getattr__(self, method: str) -> _GroupMethod | _SplitChat:
         if method.startswith("_"):
             raise AttributeError(method)
+        if method == "chat" and self.engines:
+            return _SplitChat(self.ranks[: self.engines])
         return _GroupMethod(self.ranks, method)
+
+
+class _SplitChat:
+    """`chat` on an agent with several vLLM engines: the prompts split into contiguous, near-equal shares,
+    one per engine, generated at once; the answers come back in the prompts' order."""
+
+    def __init__(self, engines: list[Any]) -> None:
+        self.engines = engines
+
+    def remote(self, chats: list[Any], params: dict[str, Any]) -> Any:
+        shares = split_evenly(chats, len(self.engines))
+        answers = [engine.chat.remote(share, params) for engine, share in zip(self.engines, shares) if share]
+        return _concatenated.remote(*answers)
+
+
+def split_evenly(items: list[Any], parts: int) -> list[list[Any]]:
+    """`items` in `parts` contiguous slices whose sizes differ by at most one (the first ones larger)."""
+    size, extra = divmod(len(items), parts)
+    bounds = [0]
+    for part in range(parts):
+        bounds.append(bounds[-1] + size + (part < extra))
+    return [items[a:b] for a, b in zip(bounds, bounds[1:])]
 
 
 class _GroupMethod:
@@ -48,6 +76,11 @@ class _GroupMethod:
 def _rank_zero_answer(*answers: Any) -> Any:
     """Ray resolves every rank's answer before this runs (and fails it if one failed)."""
     return answers[0]
+
+
+@ray.remote(num_cpus=0)
+def _concatenated(*answers: list[Any]) -> list[Any]:
+    return [item for answer in answers for item in answer]
 
 
 @ray.remote(num_cpus=0)

@@ -9,8 +9,9 @@ loads the agent's last checkpoint before it serves.
 A local cluster is started when neither `cluster.address` nor RAY_ADDRESS names one; workers then ask for
 no CPUs of their own, since the stages call them one at a time and they share the machine's cores. Each
 worker asks for `cluster.num_gpus` GPUs. A trainable agent with `cluster.trainer_ranks` > 1 is a group of
-rank workers in a placement group (`mappa.cluster.rank_group`), used exactly like one worker. Nothing
-else differs between a laptop and a cluster.
+rank workers in a placement group (`mappa.cluster.rank_group`), used exactly like one worker; with vLLM its
+first `engine.num_engines` ranks each hold an engine and share every generation call. Nothing else differs
+between a laptop and a cluster.
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ def _worker(
     `RankGroup` of actors `mappa-<run>-<agent>-rank<k>` in the agent's placement group."""
     config = run.config
     ranks = config.cluster.trainer_ranks if trainable else 1
+    engines = config.engine.num_engines if (engine or config.engine.type) == "vllm" else 0
     args = (
         name,
         model,
@@ -76,7 +78,7 @@ def _worker(
     actor_name = f"mappa-{run.run_id}-{name}-rank"
     alive = [_named(f"{actor_name}{k}") for k in range(ranks)]
     if all(alive):
-        return RankGroup(alive)
+        return RankGroup(alive, engines)
     for survivor in filter(None, alive):  # a group that lost a rank cannot take a new one: start afresh
         ray.kill(survivor)
     group = rank_placement(f"mappa-{run.run_id}-{name}", ranks, config.cluster.num_gpus)
@@ -90,7 +92,7 @@ def _worker(
             **options,
         )
         actors.append(remote.remote(*args, env))
-    return RankGroup(actors)
+    return RankGroup(actors, engines)
 
 
 def _named(actor_name: str) -> Any:

@@ -134,3 +134,17 @@ def test_several_ranks_need_the_deepspeed_backend():
     with pytest.raises(ConfigError, match="trainer.type=deepspeed"):
         validate_config({**base, "cluster": {"trainer_ranks": 2}})
     assert validate_config({**base, "cluster": {"trainer_ranks": 2}, "trainer": {"type": "deepspeed"}})
+
+
+def test_engines_must_fit_the_agents_ranks_and_gpus():
+    base = {"agents": {s: {"model": "m"} for s in ("solver", "executor", "verifier")}}
+    ranks = {"cluster": {"trainer_ranks": 2}, "trainer": {"type": "deepspeed"}}
+    with pytest.raises(ConfigError, match="needs engine.type=vllm"):
+        validate_config({**base, **ranks, "engine": {"num_engines": 2}})
+    with pytest.raises(ConfigError, match="raise cluster.trainer_ranks"):
+        validate_config({**base, **ranks, "engine": {"type": "vllm", "num_engines": 3}})
+    assert validate_config({**base, **ranks, "engine": {"type": "vllm", "num_engines": 2}})
+    with pytest.raises(ConfigError, match="cluster.num_gpus to at least"):
+        validate_config({**base, "engine": {"type": "vllm", "tensor_parallel_size": 2}})
+    tensor_parallel = {"type": "vllm", "tensor_parallel_size": 2}
+    assert validate_config({**base, "engine": tensor_parallel, "cluster": {"num_gpus": 2}})
