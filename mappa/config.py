@@ -156,6 +156,10 @@ class RolloutConfig(_Section):
     temperature: float = Field(1.0, ge=0, le=2)
     top_p: float = Field(1.0, gt=0, le=1)
     max_new_tokens: int = Field(192, ge=1, le=8192)
+    concurrent_batches: int = Field(1, ge=1)
+    """Split each rollout's problems into this many batches that go through the agents at once, so while
+    one batch is with a downstream agent the next is with an upstream one (agents on GPUs of their own
+    work at the same time). 1 on a CPU machine, where the agents share the cores."""
     eval_temperature: float = Field(0.0, ge=0, le=2)
     eval_problems: int = Field(16, ge=1)
     eval_every: int = Field(0, ge=0)

@@ -82,7 +82,20 @@ def roll_out(
     workers = agent_workers(run, iteration)
     agents = build_agents(run, workers, params)
     spec = get_env_spec(run.config.env.type)
-    return asyncio.run(spec.run(problems, agents, sandbox_limits(run), run.config.env))
+
+    def run_batch(batch: list[tuple[str, Problem]]):
+        return spec.run(batch, agents, sandbox_limits(run), run.config.env)
+
+    return asyncio.run(run_batches(run_batch, problems, run.config.rollout.concurrent_batches))
+
+
+async def run_batches(run_batch, problems: list, batches: int) -> list[Trajectory]:
+    """`run_batch` over `batches` contiguous slices of `problems` at once; trajectories in problem order.
+    Each batch walks the env's chain by itself, so different agents serve different batches at a time."""
+    size = -(-len(problems) // batches)  # ceil: at most `batches` non-empty slices
+    slices = [problems[start : start + size] for start in range(0, len(problems), size)]
+    results = await asyncio.gather(*(run_batch(part) for part in slices))
+    return [trajectory for result in results for trajectory in result]
 
 
 def rollout_stage(run: Run, iteration: int) -> dict[str, Any]:

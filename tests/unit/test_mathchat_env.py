@@ -8,7 +8,7 @@ from scripted_chat import scripted
 from mappa.agents.agent import Agent
 from mappa.core.types import Problem
 from mappa.envs.mathchat import ROLES, run_mathchat
-from mappa.inference.engine import SamplingParams
+from mappa.inference.engine import Generation, SamplingParams
 from mappa.sandbox import SandboxLimits
 
 PROBLEM = Problem("p1", "What is 6 times 7?", "42")
@@ -71,3 +71,38 @@ def test_missing_code_and_missing_box():
         assert all(
             "42" not in m["content"] for m in chat if m["role"] == "user" and "hmm" not in m["content"]
         )
+
+
+def test_concurrent_batches_overlap_agents_and_keep_the_problems_order():
+    """`rollout.concurrent_batches`: while one batch is with the executor, the next is with the solver."""
+    from mappa.envs.rollout import run_batches
+
+    calls: list[tuple[str, int, str]] = []  # (agent, batch size, "start" | "end"), in time order
+
+    def slow(name: str):
+        lock = asyncio.Lock()  # one call at a time, as a Ray actor serves them
+
+        async def chat(chats, params):
+            async with lock:
+                calls.append((name, len(chats), "start"))
+                await asyncio.sleep(0.2 if name == "solver" else 0.01)
+                calls.append((name, len(chats), "end"))
+            text = {"solver": "Add them.", "executor": "```python\nprint(2)\n```", "verifier": "\\boxed{2}"}
+            generation = Generation(text[name], (1,), (1, 2), (-0.1, -0.1), "stop")
+            return [("prompt", generation, 0.0) for _ in chats]
+
+        return chat
+
+    agents = {name: Agent(name, ROLES[name], slow(name), SamplingParams()) for name in ROLES}
+    problems = [(f"t{i}", Problem(f"p{i}", "What is 1 + 1?", "2")) for i in range(5)]
+
+    def run_batch(batch):
+        return run_mathchat(batch, agents, SandboxLimits(timeout_s=5, isolation="none"))
+
+    trajectories = asyncio.run(run_batches(run_batch, problems, batches=2))
+    assert [t.id for t in trajectories] == [f"t{i}" for i in range(5)]
+    assert all(t.correct for t in trajectories)
+    assert sorted(n for agent, n, edge in calls if agent == "solver" and edge == "start") == [2, 3]
+    first_executor = calls.index(next(c for c in calls if c[0] == "executor"))
+    solver_ends = [i for i, c in enumerate(calls) if c[0] == "solver" and c[2] == "end"]
+    assert solver_ends[0] < first_executor < solver_ends[1]  # the executor works while the solver does
