@@ -64,3 +64,105 @@ def test_a_stop_string_ends_the_generation_and_is_kept(engine):
     )[0]
     assert stopped.finish_reason == "stop" and stopped.text.endswith(stop)
     assert len(stopped.token_ids) < len(free.token_ids)
+
+
+def base_logprobs(model_path, prompts, responses) -> list[list[float]]:
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32)
+    out = []
+    with torch.no_grad():
+        for prompt, response in zip(prompts, responses):
+            ids = torch.tensor([list(prompt) + list(response)])
+            logits = model(ids).logits[0, len(prompt) - 1 : -1]
+            picked = logits.log_softmax(-1).gather(-1, torch.tensor(list(response)).unsqueeze(-1))
+            out.append(picked.squeeze(-1).tolist())
+    return out
+
+
+def largest_gap(a: list[list[float]], b: list[list[float]]) -> float:
+    return max(abs(x - y) for row_a, row_b in zip(a, b) for x, y in zip(row_a, row_b))
+
+
+@pytest.mark.slow
+def test_a_run_rolls_out_on_vllm_engines_that_follow_the_updates(
+    model_256, tmp_path, prefect_harness, ray_local
+):
+    """Two iterations through the real flow with `engine.type: vllm`: the second rollout's sampling
+    logprobs are the updated weights' (the trainer's own recompute), not the base model's."""
+    from tiny_run import write_tiny_config
+
+    from mappa.flows.train import train
+    from mappa.storage.run import Run
+
+    engine = {"type": "vllm", "enforce_eager": True, "bf16_autocast": False}
+    path = write_tiny_config(
+        tmp_path / "config.yaml",
+        model_256,
+        tmp_path,
+        iterations=2,
+        engine=engine,
+        trainer={"lr": 1e-3, "bf16_autocast": False},
+        cluster={"torch_threads": 1},
+    )
+    summary = train(config_path=str(path), run_id="vllm-flow")
+    assert [row["iteration"] for row in summary["iterations"]] == [0, 1]
+    run = Run.open(str(tmp_path), "vllm-flow")
+    rollout = run.store.read_parquet(*run.output_parts(1, "rollout"))
+    experiences = run.store.read_parquet(*run.output_parts(1, "advantages"))
+    rollout["action_id"] = rollout["trajectory_id"] + "/" + rollout["index"].astype(str)
+    merged = rollout.merge(experiences[["action_id", "old_logprobs", "ref_logprobs"]], on="action_id")
+    assert len(merged) == len(experiences) > 0
+    sampled, trained, base = (
+        [list(x) for x in merged[c]] for c in ("logprobs", "old_logprobs", "ref_logprobs")
+    )
+    assert largest_gap(sampled, trained) < 2e-3  # the engine served the updated weights
+    assert largest_gap(sampled, base) > 0.05  # ... which are not the base model's (the reference)
+
+
+@pytest.mark.slow
+def test_an_agent_with_two_engines_splits_generation_and_both_take_new_weights(model_256, ray_local):
+    """`engine.num_engines: 2` on two ZeRO-3 ranks (gloo): one `chat` call is answered by both engines,
+    and after an update both generate with the new weights."""
+    pytest.importorskip("deepspeed")
+    from types import SimpleNamespace
+
+    import ray
+
+    from mappa.cluster.ray_cluster import _worker, release_workers
+    from mappa.config import validate_config
+
+    config = validate_config(
+        {
+            "agents": {seat: {"model": str(model_256)} for seat in ("solver", "executor", "verifier")},
+            "engine": {"type": "vllm", "num_engines": 2, "enforce_eager": True, "bf16_autocast": False},
+            "trainer": {"type": "deepspeed", "lr": 1e-3, "bf16_autocast": False},
+            "cluster": {"trainer_ranks": 2, "torch_threads": 1},
+        }
+    )
+    run = SimpleNamespace(config=config, run_id="two-engines")
+    group = _worker(run, "solver", str(model_256), trainable=True)
+    try:
+        chats = [[{"role": "user", "content": f"Question {i}?"}] for i in range(4)]
+        params = {"temperature": 1.0, "max_new_tokens": 8, "seed": 1}
+        before = ray.get(group.chat.remote(chats, params))
+        assert len(before) == 4
+        samples = [
+            {
+                "prompt_token_ids": gen["prompt_token_ids"],
+                "response_token_ids": gen["token_ids"],
+                "old_logprobs": gen["logprobs"],
+                "advantages": [1.0] * len(gen["token_ids"]),
+            }
+            for _, gen, _ in before
+        ]
+        ray.get(group.train.remote(samples, 0))
+        after = ray.get(group.chat.remote(chats, params))
+        prompts = [gen["prompt_token_ids"] for _, gen, _ in after]
+        responses = [gen["token_ids"] for _, gen, _ in after]
+        trained = ray.get(group.logprobs.remote(prompts, responses, "policy"))
+        sampled = [gen["logprobs"] for _, gen, _ in after]
+        assert largest_gap(sampled, trained) < 2e-3  # both halves: both engines hold the new weights
+        assert largest_gap(sampled, base_logprobs(model_256, prompts, responses)) > 0.05
+    finally:
+        release_workers(run.run_id, ["solver"])
