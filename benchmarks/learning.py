@@ -9,10 +9,11 @@ N/2 iterations and after N:
     rubric    the rubric coach's explicit rules, with ground truth (`mappa.coach.rubric`)
     outcome   outcome only: the trajectory's correctness (10 or 0) given to every action
 
-For each source and seed it records the success rates, the coach's mean score per agent and the KL per agent
-after each iteration; it prints a table of mean and spread over seeds, writes JSON (`--out`) and a plot
-(`--plot`: success rate against iteration, one line per source, bars for the spread). It checks first that
-the evaluation split shares no problem with the training split.
+For each source and seed it records the success rates, the share of held-out problems that got a final
+answer at all (a signal below success), the coach's mean score per agent and the KL per agent after each
+iteration; it prints a table of mean and spread over seeds, writes JSON (`--out`) and a plot (`--plot`:
+success rate against iteration, one line per source, bars for the spread). It checks first that the
+evaluation split shares no problem with the training split.
 
 Each run is a real `mappa train` in a subprocess (its own Ray and Prefect), so a run can be inspected
 afterwards with `mappa inspect RUN --root ROOT`; runs already finished under `--root` are reused (`mappa
@@ -121,11 +122,13 @@ def collect(args: argparse.Namespace, run_id: str) -> dict:
     from mappa.storage.run import Run
 
     run = Run.open(args.root, run_id)
-    success = {}
+    success, answered = {}, {}
     for iteration in range(-1, args.iterations):
         if evaluation_complete(run, iteration):
             manifest = run.store.read_json(*evaluation_parts(run, iteration, "_manifest.json"))
             success[iteration + 1] = manifest["success_rate"]  # keyed by iterations trained
+            results = run.store.read_parquet(*evaluation_parts(run, iteration, "results.parquet"))
+            answered[iteration + 1] = float(results["final_answer"].notna().mean())
     curves = run_curves(run)
     per_agent = {
         agent: {
@@ -135,7 +138,7 @@ def collect(args: argparse.Namespace, run_id: str) -> dict:
         }
         for agent, group in curves.sort_values("iteration").groupby("agent")
     }
-    return {"run_id": run_id, "eval_success": success, "agents": per_agent}
+    return {"run_id": run_id, "eval_success": success, "eval_answered": answered, "agents": per_agent}
 
 
 def summarize(results: dict[str, list[dict]], base: float | None) -> dict[str, dict]:
@@ -165,6 +168,12 @@ def print_table(summary: dict[str, dict], results: dict[str, list[dict]]) -> Non
             if str(k) in points
             else " " * 19
             for k in checkpoints
+        )
+        print(f"{source:<10}{cells}")
+    print("\nheld-out problems with a final answer at all (\\boxed{}), per run, by iterations trained")
+    for source, runs in results.items():
+        cells = "; ".join(
+            ", ".join(f"{k}: {v:.0%}" for k, v in sorted(r["eval_answered"].items())) for r in runs
         )
         print(f"{source:<10}{cells}")
     print("\nper agent after the last iteration: coach mean score / KL (first seed)")
