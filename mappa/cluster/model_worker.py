@@ -2,8 +2,10 @@
 
 The HF engine shares the trainer's policy module, so a weight update is visible to the next generation at
 once; a vLLM engine (`engine.type: vllm`) holds its own copy and gets the full weights in place after
-every update and checkpoint load (`_push_weights`). A frozen agent or the local coach holds the policy
-only: no reference model, no optimizer. Everything crossing the actor boundary is plain lists and dicts.
+every update and checkpoint load (`_push_weights`), or, with `engine.shared`, the run's one engine loads
+them when this agent next generates (`mappa.cluster.shared_engine`). A frozen agent or the local coach
+holds the policy only: no reference model, no optimizer. Everything crossing the actor boundary is plain
+lists and dicts, except weights on their way to a shared engine.
 
 Several ranks of one agent (`cluster.trainer_ranks`) are several workers, each told its place in the
 process group; they get the same calls in the same order (`mappa.cluster.rank_group`).
@@ -27,6 +29,7 @@ from typing import Any
 
 import torch
 
+from mappa.cluster.shared_engine import SharedEngineClient
 from mappa.config import AlgoConfig, EngineConfig, LoraConfig, TrainerConfig
 from mappa.inference.engine import SamplingParams
 from mappa.storage.store import ArtifactStore
@@ -76,11 +79,13 @@ class ModelWorker:
         torch_threads: int | None = None,
         lora: dict[str, Any] | None = None,
         process_group: dict[str, str] | None = None,
+        shared_engine: Any = None,
     ) -> None:
         """`lora`: the agent's adapter settings (`LoraConfig`), if any. `process_group`: RANK, WORLD_SIZE,
         MASTER_ADDR, ... for one rank of an agent's trainer group (`mappa.cluster.rank_group`), set before
-        the trainer joins it."""
+        the trainer joins it. `shared_engine`: the run's shared vLLM engine actor (`engine.shared`)."""
         os.environ.update(process_group or {})
+        self.shared_engine = shared_engine
         torch.set_num_threads(torch_threads or os.cpu_count() or 1)
         self.name = name
         self._init_args = (model, trainable, trainer, algo, engine, seed, lora)
@@ -105,7 +110,9 @@ class ModelWorker:
         self.trainer = make_trainer(
             path, TrainerConfig(**trainer), AlgoConfig(**algo), pad, trainable, seed, adapter
         )
-        if engine_config.type == "vllm":
+        if self.shared_engine is not None:
+            self.engine = SharedEngineClient(self.shared_engine, self.name, self.trainer.full_state_dict)
+        elif engine_config.type == "vllm":
             if hasattr(self, "engine"):  # a reset: the running engine takes the base weights back
                 self._push_weights()
             elif int(os.environ.get("RANK", "0")) >= engine_config.num_engines:

@@ -10,8 +10,9 @@ A local cluster is started when neither `cluster.address` nor RAY_ADDRESS names 
 no CPUs of their own, since the stages call them one at a time and they share the machine's cores. Each
 worker asks for `cluster.num_gpus` GPUs. A trainable agent with `cluster.trainer_ranks` > 1 is a group of
 rank workers in a placement group (`mappa.cluster.rank_group`), used exactly like one worker; with vLLM its
-first `engine.num_engines` ranks each hold an engine and share every generation call. Nothing else differs
-between a laptop and a cluster.
+first `engine.num_engines` ranks each hold an engine and share every generation call. With `engine.shared`
+(one small machine) all agents generate on one vLLM engine actor (`mappa.cluster.shared_engine`). Nothing
+else differs between a laptop and a cluster.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import ray
 
 from mappa.cluster.model_worker import ModelWorker
 from mappa.cluster.rank_group import CPU_SHARE, RankGroup, in_bundle, process_group_env, rank_placement
+from mappa.cluster.shared_engine import SHARED_ENGINE, shared_engine
 from mappa.config import RunConfig
 from mappa.storage.run import Run
 
@@ -73,8 +75,12 @@ def _worker(
         get_if_exists=True, lifetime="detached", max_concurrency=1, num_gpus=config.cluster.num_gpus
     )
     if ranks == 1:
+        shared = None
+        if config.engine.shared and (engine or config.engine.type) == "vllm":
+            engine_settings = config.engine.model_dump()
+            shared = shared_engine(run.run_id, model, engine_settings, config.seed, config.cluster.num_gpus)
         actor = ray.remote(ModelWorker).options(name=f"mappa-{run.run_id}-{name}", num_cpus=0, **options)
-        return actor.remote(*args)
+        return actor.remote(*args, None, shared)
     actor_name = f"mappa-{run.run_id}-{name}-rank"
     alive = [_named(f"{actor_name}{k}") for k in range(ranks)]
     if all(alive):
@@ -136,7 +142,7 @@ def release_workers(run_id: str, names: list[str]) -> None:
     """Kill a run's named workers (end of a run), rank groups and their placement groups included."""
     if not ray.is_initialized():
         return
-    prefixes = tuple(f"mappa-{run_id}-{name}" for name in names)
+    prefixes = tuple(f"mappa-{run_id}-{name}" for name in [*names, SHARED_ENGINE])
     for actor_name in ray.util.list_named_actors():
         if actor_name in prefixes or (actor_name.startswith(prefixes) and "-rank" in actor_name):
             try:

@@ -44,19 +44,13 @@ def remote_chat(worker: Any):
 
     async def chat(chats: list[Chat], params: SamplingParams) -> list[tuple[str, Generation, float]]:
         answers = await worker.chat.remote(chats, _params_dict(params))
-        return [
-            (prompt, Generation(**{k: _tupled(v) for k, v in gen.items()}), s) for prompt, gen, s in answers
-        ]
+        return [(prompt, Generation.from_fields(gen), s) for prompt, gen, s in answers]
 
     return chat
 
 
 def _params_dict(params: SamplingParams) -> dict[str, Any]:
     return {**params.__dict__, "stop": list(params.stop)}
-
-
-def _tupled(value: Any) -> Any:
-    return tuple(value) if isinstance(value, list) else value
 
 
 def build_agents(run: Run, workers: dict[str, Any], params: SamplingParams) -> dict[str, Agent]:

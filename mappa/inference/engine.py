@@ -14,6 +14,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -36,6 +37,11 @@ class Generation:
         float, ...
     ]  # log p(token) under the model's own distribution (temperature 1), one per token
     finish_reason: str  # "stop" (EOS or a stop string) or "length"
+
+    @classmethod
+    def from_fields(cls, fields: dict[str, Any]) -> Generation:
+        """From `dataclasses.asdict` output that crossed a Ray call (tuples came back as lists)."""
+        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in fields.items()})
 
 
 class Engine(ABC):

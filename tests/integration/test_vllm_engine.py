@@ -88,14 +88,16 @@ def largest_gap(a: list[list[float]], b: list[list[float]]) -> float:
 def test_a_run_rolls_out_on_vllm_engines_that_follow_the_updates(
     model_256, tmp_path, prefect_harness, ray_local
 ):
-    """Two iterations through the real flow with `engine.type: vllm`: the second rollout's sampling
-    logprobs are the updated weights' (the trainer's own recompute), not the base model's."""
+    """Two iterations through the real flow on one vLLM engine shared by the three agents
+    (`engine.shared`): the second rollout's sampling logprobs are each agent's updated weights' (its
+    trainer's own recompute), not the base model's, so the engine swapped in the right weights each time.
+    (Engines of their own, one per rank, are the next test's.)"""
     from tiny_run import write_tiny_config
 
     from mappa.flows.train import train
     from mappa.storage.run import Run
 
-    engine = {"type": "vllm", "enforce_eager": True, "bf16_autocast": False}
+    engine = {"type": "vllm", "shared": True, "enforce_eager": True, "bf16_autocast": False}
     path = write_tiny_config(
         tmp_path / "config.yaml",
         model_256,

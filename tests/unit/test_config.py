@@ -148,3 +148,13 @@ def test_engines_must_fit_the_agents_ranks_and_gpus():
         validate_config({**base, "engine": {"type": "vllm", "tensor_parallel_size": 2}})
     tensor_parallel = {"type": "vllm", "tensor_parallel_size": 2}
     assert validate_config({**base, "engine": tensor_parallel, "cluster": {"num_gpus": 2}})
+
+
+def test_a_shared_engine_needs_vllm_one_rank_and_one_model():
+    agents = {s: {"model": "m"} for s in ("solver", "executor", "verifier")}
+    shared = {"type": "vllm", "shared": True}
+    assert validate_config({"agents": agents, "engine": shared}).engine.shared
+    with pytest.raises(ConfigError, match="engine.shared needs engine.type=vllm"):
+        validate_config({"agents": agents, "engine": {"shared": True}})
+    with pytest.raises(ConfigError, match="every agent needs the same model"):
+        validate_config({"agents": {**agents, "solver": {"model": "other"}}, "engine": shared})

@@ -1,0 +1,90 @@
+"""One vLLM engine for all agents of a run (`engine.shared: true`), for a single small machine.
+
+The engine is a named Ray actor (`mappa-<run id>-shared-engine`) holding one vLLM engine and, at any time,
+one agent's weights. An agent's worker generates through a `SharedEngineClient`: each call names the
+weights it needs (the agent and a token that changes with every update); when the engine holds other
+weights, the worker sends its full weights through the object store and the engine loads them in place
+(vLLM's `reload_weights`, about 0.3 s for SmolLM2) before generating. Agents roll out one after another,
+so a rollout swaps a few times per iteration, and the machine holds one engine copy and one KV cache
+instead of one per agent.
+
+Not covered: agents of different architectures (one engine serves one model shape: the config requires
+the same `model` for every agent), several ranks per agent, LoRA adapters inside vLLM (merged weights
+are loaded, as for a per-agent engine).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import ray
+import torch
+
+from mappa.inference.engine import Engine, Generation, SamplingParams
+
+SHARED_ENGINE = "shared-engine"
+
+
+class SharedEngine:
+    """The actor: a vLLM engine and the key of the weights it holds."""
+
+    def __init__(self, model: str, engine: dict[str, Any], seed: int) -> None:
+        from mappa.cluster.model_worker import vllm_engine
+        from mappa.config import EngineConfig
+        from mappa.inference.prepare import resolve_model
+
+        self.engine = vllm_engine(resolve_model(model), EngineConfig(**engine), seed)
+        self.loaded: str | None = None
+        self.swaps = 0
+
+    def generate(
+        self, key: str, weights: Mapping[str, torch.Tensor] | None, prompts: list[str], params: dict[str, Any]
+    ) -> list[dict[str, Any]] | None:
+        """Generate with the weights `key` names; None when it holds others and `weights` is None (the
+        caller then sends them)."""
+        if key != self.loaded:
+            if weights is None:
+                return None
+            self.engine.update_weights(weights)
+            self.loaded, self.swaps = key, self.swaps + 1
+        sampling = SamplingParams(**{**params, "stop": tuple(params.get("stop") or ())})
+        return [dataclasses.asdict(g) for g in self.engine.generate(prompts, sampling)]
+
+    def stats(self) -> dict[str, Any]:
+        return {"loaded": self.loaded, "swaps": self.swaps}
+
+
+def shared_engine(run_id: str, model: str, engine: dict[str, Any], seed: int, num_gpus: float) -> Any:
+    """The run's shared engine actor, created on first use and found by name afterwards."""
+    actor = ray.remote(SharedEngine).options(
+        name=f"mappa-{run_id}-{SHARED_ENGINE}",
+        get_if_exists=True,
+        lifetime="detached",
+        max_concurrency=1,
+        num_cpus=0,
+        num_gpus=num_gpus,
+    )
+    return actor.remote(model, engine, seed)
+
+
+class SharedEngineClient(Engine):
+    """An agent worker's view of the shared engine: `update_weights` only marks its weights as new; they
+    travel when the engine next generates for this agent and holds something else."""
+
+    def __init__(self, actor: Any, agent: str, weights: Callable[[], Mapping[str, torch.Tensor]]) -> None:
+        self.actor, self.agent, self.weights = actor, agent, weights
+        self.key = f"{agent}/{uuid.uuid4().hex}"
+
+    def generate(self, prompts: list[str], params: SamplingParams) -> list[Generation]:
+        fields = {**params.__dict__, "stop": list(params.stop)}
+        answer = ray.get(self.actor.generate.remote(self.key, None, prompts, fields))
+        if answer is None:
+            weights = {name: tensor.detach().cpu() for name, tensor in self.weights().items()}
+            answer = ray.get(self.actor.generate.remote(self.key, weights, prompts, fields))
+        return [Generation.from_fields(fields) for fields in answer]
+
+    def update_weights(self, state_dict: Mapping[str, torch.Tensor]) -> None:
+        self.key = f"{self.agent}/{uuid.uuid4().hex}"
