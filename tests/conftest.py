@@ -10,6 +10,10 @@ os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import secrets  # noqa: E402 - the environment above must be set before any hub import
+import socket  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
 from collections.abc import Iterator  # noqa: E402
 from dataclasses import dataclass  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -38,6 +42,27 @@ class MotoS3:
         return f"s3://{self.bucket}/runs"
 
 
+def start_moto_server() -> tuple[subprocess.Popen, int]:
+    """moto's S3 server in a process of its own on a free loopback port. Not in this process: its Flask
+    proxies in `sys.modules` would break vLLM's engine start-up, which scans every module's globals."""
+    for _ in range(3):  # a free port can be taken before the server binds it
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        command = [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)]
+        server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 60
+        while server.poll() is None and time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                return server, port
+            except OSError:
+                time.sleep(0.1)
+        server.kill()
+        server.wait()
+    raise RuntimeError("moto's S3 server did not start (python -m moto.server)")
+
+
 @pytest.fixture
 def moto_s3(monkeypatch) -> Iterator[MotoS3]:
     """moto's S3 server on 127.0.0.1 (a free port) with one bucket. This process's environment gets the
@@ -45,13 +70,10 @@ def moto_s3(monkeypatch) -> Iterator[MotoS3]:
     read them from there, so nothing in a config names them."""
     import boto3
     import s3fs
-    from moto.server import ThreadedMotoServer
 
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
+    server, port = start_moto_server()
     env = {
-        "AWS_ENDPOINT_URL": f"http://{host}:{port}",
+        "AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}",
         "AWS_ACCESS_KEY_ID": "AKIA" + secrets.token_hex(8).upper(),
         "AWS_SECRET_ACCESS_KEY": secrets.token_urlsafe(30),
         "AWS_DEFAULT_REGION": "us-east-1",
@@ -62,7 +84,8 @@ def moto_s3(monkeypatch) -> Iterator[MotoS3]:
     boto3.client("s3").create_bucket(Bucket="mappa")
     yield MotoS3("mappa", env)
     s3fs.S3FileSystem.clear_instance_cache()
-    server.stop()
+    server.terminate()
+    server.wait(timeout=30)
 
 
 def pytest_collection_modifyitems(config, items):

@@ -58,15 +58,25 @@ class VLLMEngine(Engine):
             os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(cpu_kv_cache_gb))
             os.environ.setdefault("OMP_NUM_THREADS", str(os.cpu_count() or 1))
         vllm = import_vllm()
-        self.llm = vllm.LLM(
-            model=model_path,
-            dtype=dtype,
-            tensor_parallel_size=tensor_parallel_size,
-            gpu_memory_utilization=gpu_memory_utilization,
-            max_model_len=max_model_len,
-            enforce_eager=enforce_eager,
-            seed=seed,
-        )
+        try:
+            self.llm = vllm.LLM(
+                model=model_path,
+                dtype=dtype,
+                tensor_parallel_size=tensor_parallel_size,
+                gpu_memory_utilization=gpu_memory_utilization,
+                max_model_len=max_model_len,
+                enforce_eager=enforce_eager,
+                seed=seed,
+            )
+        except RuntimeError as error:
+            if "application context" not in str(error):
+                raise
+            raise RuntimeError(
+                "vLLM could not start in this process: at start-up it reads every imported module's "
+                "globals, and Flask's context proxies (imported here, e.g. by moto's in-process server) "
+                "raise on that. Start the engine in a process that does not import Flask (mappa's Ray "
+                "workers do not)"
+            ) from error
         self._sampling = vllm.SamplingParams
 
     def generate(self, prompts: list[str], params: SamplingParams) -> list[Generation]:
