@@ -48,7 +48,7 @@ def release_freed_memory() -> None:
             return
 
 
-def vllm_engine(path: str, config: EngineConfig, seed: int):
+def vllm_engine(path: str, config: EngineConfig, seed: int, cpu_threads: int | None = None):
     """A vLLM engine for this worker's model (`engine.type: vllm`)."""
     from mappa.inference.precision import resolve_bf16
     from mappa.inference.vllm_engine import VLLMEngine
@@ -63,6 +63,7 @@ def vllm_engine(path: str, config: EngineConfig, seed: int):
         enforce_eager=config.enforce_eager,
         seed=seed,
         cpu_kv_cache_gb=config.cpu_kv_cache_gb,
+        cpu_threads=cpu_threads,
     )
 
 
@@ -118,7 +119,7 @@ class ModelWorker:
             elif int(os.environ.get("RANK", "0")) >= engine_config.num_engines:
                 self.engine = None  # engines on the first ranks only (vLLM needs no lockstep)
             else:
-                self.engine = vllm_engine(path, engine_config, seed)
+                self.engine = vllm_engine(path, engine_config, seed, torch.get_num_threads())
         else:
             self.engine = HFEngine(
                 self.trainer.policy, self.tokenizer, engine_config.batch_size, engine_config.bf16_autocast

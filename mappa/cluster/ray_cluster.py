@@ -77,8 +77,11 @@ def _worker(
     if ranks == 1:
         shared = None
         if config.engine.shared and (engine or config.engine.type) == "vllm":
-            engine_settings = config.engine.model_dump()
-            shared = shared_engine(run.run_id, model, engine_settings, config.seed, config.cluster.num_gpus)
+            cluster = config.cluster
+            settings = config.engine.model_dump()
+            shared = shared_engine(
+                run.run_id, model, settings, config.seed, cluster.num_gpus, cluster.torch_threads
+            )
         actor = ray.remote(ModelWorker).options(name=f"mappa-{run.run_id}-{name}", num_cpus=0, **options)
         return actor.remote(*args, None, shared)
     actor_name = f"mappa-{run.run_id}-{name}-rank"

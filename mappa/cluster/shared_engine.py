@@ -31,12 +31,12 @@ SHARED_ENGINE = "shared-engine"
 class SharedEngine:
     """The actor: a vLLM engine and the key of the weights it holds."""
 
-    def __init__(self, model: str, engine: dict[str, Any], seed: int) -> None:
+    def __init__(self, model: str, engine: dict[str, Any], seed: int, threads: int | None = None) -> None:
         from mappa.cluster.model_worker import vllm_engine
         from mappa.config import EngineConfig
         from mappa.inference.prepare import resolve_model
 
-        self.engine = vllm_engine(resolve_model(model), EngineConfig(**engine), seed)
+        self.engine = vllm_engine(resolve_model(model), EngineConfig(**engine), seed, threads)
         self.loaded: str | None = None
         self.swaps = 0
 
@@ -57,8 +57,11 @@ class SharedEngine:
         return {"loaded": self.loaded, "swaps": self.swaps}
 
 
-def shared_engine(run_id: str, model: str, engine: dict[str, Any], seed: int, num_gpus: float) -> Any:
-    """The run's shared engine actor, created on first use and found by name afterwards."""
+def shared_engine(
+    run_id: str, model: str, engine: dict[str, Any], seed: int, num_gpus: float, threads: int | None
+) -> Any:
+    """The run's shared engine actor, created on first use and found by name afterwards. `threads`: its
+    CPU threads (`cluster.torch_threads`; default every core)."""
     actor = ray.remote(SharedEngine).options(
         name=f"mappa-{run_id}-{SHARED_ENGINE}",
         get_if_exists=True,
@@ -67,7 +70,7 @@ def shared_engine(run_id: str, model: str, engine: dict[str, Any], seed: int, nu
         num_cpus=0,
         num_gpus=num_gpus,
     )
-    return actor.remote(model, engine, seed)
+    return actor.remote(model, engine, seed, threads)
 
 
 class SharedEngineClient(Engine):
