@@ -96,6 +96,8 @@ def overrides(args: argparse.Namespace, source: str, seed: int) -> list[str]:
         f"trainer.lr={args.lr}",
         f"storage.root={args.root}",
         f"name=learning-{source}-s{seed}",
+        "engine.type=hf",  # as when these runs began (the demo config moved to vLLM since); the same samples
+        "engine.shared=false",
     ]
     return [*common, *SOURCES[source], *args.set]
 
