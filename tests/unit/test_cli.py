@@ -21,6 +21,13 @@ def test_missing_data_file_is_reported_before_any_work(tmp_path, capsys):
 
 
 def test_missing_model_folder(tmp_path, capsys):
-    code = main(["train", "configs/mathchat-cpu.yaml", "--set", f"agents.solver.model={tmp_path}/no-model"])
+    args = ["--set", "engine.shared=false", "--set", f"agents.solver.model={tmp_path}/no-model"]
+    assert main(["train", "configs/mathchat-cpu.yaml", *args]) == 2
+    out = capsys.readouterr().out
+    assert "no-model" in out and "no such folder" in out
+
+
+def test_a_shared_engine_with_another_model_for_one_agent_says_how_to_go_on(tmp_path, capsys):
+    code = main(["train", "configs/mathchat-cpu.yaml", "--set", f"agents.solver.model={tmp_path}"])
     assert code == 2
-    assert "no-model" in capsys.readouterr().out
+    assert "engine.shared=false" in capsys.readouterr().out
