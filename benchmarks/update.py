@@ -139,7 +139,7 @@ class MappaSide:
         self.trainer = TorchTrainer(model_path, config, AlgoConfig(), batch["pad_token_id"], True, seed=0)
 
     def step(self) -> dict[str, float]:
-        from mappa.cluster.model_worker import release_freed_memory
+        from mappa.cluster.memory import release_freed_memory
         from mappa.trainer.torch_trainer import TrainSample
 
         prompts, responses = self.batch["prompts"], self.batch["responses"]

@@ -18,10 +18,8 @@ Not covered: engines on actors of their own, apart from the trainer ranks.
 
 from __future__ import annotations
 
-import ctypes
 import dataclasses
 import os
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -29,23 +27,11 @@ from typing import Any
 
 import torch
 
+from mappa.cluster.memory import release_freed_memory
 from mappa.cluster.shared_engine import SharedEngineClient
 from mappa.config import AlgoConfig, EngineConfig, LoraConfig, TrainerConfig
 from mappa.inference.engine import SamplingParams
 from mappa.storage.store import ArtifactStore
-
-
-def release_freed_memory() -> None:
-    """Hand memory that torch freed (activations of a training step) back to the OS.
-
-    glibc keeps freed heap pages by default, so each worker would keep the peak of its last update, and on
-    one machine the workers' peaks would add up (measured: 18 GB for three SmolLM2 agents without this).
-    """
-    if sys.platform.startswith("linux"):
-        try:
-            ctypes.CDLL("libc.so.6").malloc_trim(0)
-        except OSError:
-            return
 
 
 def vllm_engine(path: str, config: EngineConfig, seed: int, cpu_threads: int | None = None):

@@ -23,6 +23,7 @@ from typing import Any
 import ray
 import torch
 
+from mappa.cluster.memory import release_freed_memory
 from mappa.inference.engine import Engine, Generation, SamplingParams
 
 SHARED_ENGINE = "shared-engine"
@@ -49,6 +50,8 @@ class SharedEngine:
             if weights is None:
                 return None
             self.engine.update_weights(weights)
+            del weights
+            release_freed_memory()  # the received copy, once vLLM holds the weights
             self.loaded, self.swaps = key, self.swaps + 1
         sampling = SamplingParams(**{**params, "stop": tuple(params.get("stop") or ())})
         return [dataclasses.asdict(g) for g in self.engine.generate(prompts, sampling)]
@@ -87,6 +90,8 @@ class SharedEngineClient(Engine):
         if answer is None:
             weights = {name: tensor.detach().cpu() for name, tensor in self.weights().items()}
             answer = ray.get(self.actor.generate.remote(self.key, weights, prompts, fields))
+            del weights
+            release_freed_memory()
         return [Generation.from_fields(fields) for fields in answer]
 
     def update_weights(self, state_dict: Mapping[str, torch.Tensor]) -> None:
