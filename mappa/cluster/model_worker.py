@@ -127,7 +127,7 @@ class ModelWorker:
         A rank without an engine (beyond a vLLM agent's `num_engines`) answers nothing."""
         if self.engine is None:
             return []
-        sampling = SamplingParams(**{**params, "stop": tuple(params.get("stop") or ())})
+        sampling = SamplingParams.from_fields(params)
         prompts = [
             self.tokenizer.apply_chat_template(c, tokenize=False, add_generation_prompt=True) for c in chats
         ]

@@ -59,7 +59,8 @@ def _worker(
     `RankGroup` of actors `mappa-<run>-<agent>-rank<k>` in the agent's placement group."""
     config = run.config
     ranks = config.cluster.trainer_ranks if trainable else 1
-    engines = config.engine.num_engines if (engine or config.engine.type) == "vllm" else 0
+    vllm = (engine or config.engine.type) == "vllm"
+    engines = config.engine.num_engines if vllm else 0
     args = (
         name,
         model,
@@ -76,7 +77,7 @@ def _worker(
     )
     if ranks == 1:
         shared = None
-        if config.engine.shared and (engine or config.engine.type) == "vllm":
+        if config.engine.shared and vllm:
             cluster = config.cluster
             settings = config.engine.model_dump()
             shared = shared_engine(

@@ -39,7 +39,6 @@ class SharedEngine:
 
         self.engine = vllm_engine(resolve_model(model), EngineConfig(**engine), seed, threads)
         self.loaded: str | None = None
-        self.swaps = 0
 
     def generate(
         self, key: str, weights: Mapping[str, torch.Tensor] | None, prompts: list[str], params: dict[str, Any]
@@ -52,12 +51,9 @@ class SharedEngine:
             self.engine.update_weights(weights)
             del weights
             release_freed_memory()  # the received copy, once vLLM holds the weights
-            self.loaded, self.swaps = key, self.swaps + 1
-        sampling = SamplingParams(**{**params, "stop": tuple(params.get("stop") or ())})
+            self.loaded = key
+        sampling = SamplingParams.from_fields(params)
         return [dataclasses.asdict(g) for g in self.engine.generate(prompts, sampling)]
-
-    def stats(self) -> dict[str, Any]:
-        return {"loaded": self.loaded, "swaps": self.swaps}
 
 
 def shared_engine(
@@ -85,11 +81,11 @@ class SharedEngineClient(Engine):
         self.key = f"{agent}/{uuid.uuid4().hex}"
 
     def generate(self, prompts: list[str], params: SamplingParams) -> list[Generation]:
-        fields = {**params.__dict__, "stop": list(params.stop)}
-        answer = ray.get(self.actor.generate.remote(self.key, None, prompts, fields))
+        sampling = params.to_fields()
+        answer = ray.get(self.actor.generate.remote(self.key, None, prompts, sampling))
         if answer is None:
             weights = {name: tensor.detach().cpu() for name, tensor in self.weights().items()}
-            answer = ray.get(self.actor.generate.remote(self.key, weights, prompts, fields))
+            answer = ray.get(self.actor.generate.remote(self.key, weights, prompts, sampling))
             del weights
             release_freed_memory()
         return [Generation.from_fields(fields) for fields in answer]

@@ -13,6 +13,7 @@ import time
 from typing import Any
 
 from mappa.agents.agent import Agent, Chat
+from mappa.cluster.rank_group import split_evenly
 from mappa.cluster.ray_cluster import agent_workers
 from mappa.core.types import Problem, Trajectory
 from mappa.envs.outcome_summary import summarize_by_kind
@@ -43,14 +44,10 @@ def remote_chat(worker: Any):
     """An `Agent.chat` function that asks a Ray worker."""
 
     async def chat(chats: list[Chat], params: SamplingParams) -> list[tuple[str, Generation, float]]:
-        answers = await worker.chat.remote(chats, _params_dict(params))
+        answers = await worker.chat.remote(chats, params.to_fields())
         return [(prompt, Generation.from_fields(gen), s) for prompt, gen, s in answers]
 
     return chat
-
-
-def _params_dict(params: SamplingParams) -> dict[str, Any]:
-    return {**params.__dict__, "stop": list(params.stop)}
 
 
 def build_agents(run: Run, workers: dict[str, Any], params: SamplingParams) -> dict[str, Agent]:
@@ -86,8 +83,7 @@ def roll_out(
 async def run_batches(run_batch, problems: list, batches: int) -> list[Trajectory]:
     """`run_batch` over `batches` contiguous slices of `problems` at once; trajectories in problem order.
     Each batch walks the env's chain by itself, so different agents serve different batches at a time."""
-    size = -(-len(problems) // batches)  # ceil: at most `batches` non-empty slices
-    slices = [problems[start : start + size] for start in range(0, len(problems), size)]
+    slices = [part for part in split_evenly(problems, batches) if part]
     results = await asyncio.gather(*(run_batch(part) for part in slices))
     return [trajectory for result in results for trajectory in result]
 

@@ -27,6 +27,14 @@ class SamplingParams:
     stop: tuple[str, ...] = ()  # generation ends after the first of these strings (kept in the output)
     seed: int | None = None
 
+    def to_fields(self) -> dict[str, Any]:
+        """Plain fields for a Ray call (the stop strings as a list)."""
+        return {**self.__dict__, "stop": list(self.stop)}
+
+    @classmethod
+    def from_fields(cls, fields: dict[str, Any]) -> SamplingParams:
+        return cls(**{**fields, "stop": tuple(fields.get("stop") or ())})
+
 
 @dataclass(frozen=True)
 class Generation:

@@ -28,11 +28,15 @@ def engine(model_256):
     return VLLMEngine(str(model_256), dtype="float32", enforce_eager=True, seed=0)
 
 
-def hf_logprobs(model, generation) -> list[float]:
-    prompt, tokens = list(generation.prompt_token_ids), list(generation.token_ids)
+def token_logprobs(model, prompt, tokens) -> list[float]:
+    prompt, tokens = list(prompt), list(tokens)
     with torch.no_grad():
         logits = model(torch.tensor([prompt + tokens])).logits[0, len(prompt) - 1 : -1]
     return logits.float().log_softmax(-1).gather(-1, torch.tensor(tokens).unsqueeze(-1)).squeeze(-1).tolist()
+
+
+def hf_logprobs(model, generation) -> list[float]:
+    return token_logprobs(model, generation.prompt_token_ids, generation.token_ids)
 
 
 def test_generates_with_the_models_own_logprobs_and_takes_new_weights_in_place(engine, model_256):
@@ -70,14 +74,7 @@ def base_logprobs(model_path, prompts, responses) -> list[list[float]]:
     from transformers import AutoModelForCausalLM
 
     model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32)
-    out = []
-    with torch.no_grad():
-        for prompt, response in zip(prompts, responses):
-            ids = torch.tensor([list(prompt) + list(response)])
-            logits = model(ids).logits[0, len(prompt) - 1 : -1]
-            picked = logits.log_softmax(-1).gather(-1, torch.tensor(list(response)).unsqueeze(-1))
-            out.append(picked.squeeze(-1).tolist())
-    return out
+    return [token_logprobs(model, prompt, response) for prompt, response in zip(prompts, responses)]
 
 
 def largest_gap(a: list[list[float]], b: list[list[float]]) -> float:
