@@ -1,4 +1,5 @@
-"""Real services for integration tests: Prefect's test harness (a real local server) and a local Ray."""
+"""Real services for integration tests: Prefect's test harness (a real local server) and a local Ray; and
+one finished two-iteration run on the tiny model that several modules read (a run costs a minute here)."""
 
 import shutil
 import tempfile
@@ -41,3 +42,32 @@ def coach_server():
 
     with CoachServer() as server:
         yield server
+
+
+@pytest.fixture(scope="session")
+def finished_run(tmp_path_factory, tiny_model, prefect_harness, ray_local):
+    """The real `train` flow for two iterations on the tiny model (rubric coach, sandbox), evaluated after
+    iteration 1 only; the verifier trains a LoRA adapter (the flow must not care). Returns the run, the
+    flow's summary and the config's path. Tests read it; a test that adds to it works on a copy."""
+    from tiny_run import write_tiny_config
+
+    from mappa.flows.train import train
+    from mappa.storage.run import Run
+
+    root = tmp_path_factory.mktemp("runs")
+    path = write_tiny_config(
+        root / "config.yaml",
+        tiny_model,
+        root,
+        name="it",
+        iterations=2,
+        rollout={"problems_per_iteration": 3, "max_new_tokens": 24, "eval_every": 2, "eval_problems": 2},
+        trainer={"lr": 1e-3},
+        agents={
+            "solver": {"model": str(tiny_model)},
+            "executor": {"model": str(tiny_model)},
+            "verifier": {"model": str(tiny_model), "lora": {"rank": 4, "alpha": 8}},
+        },
+    )
+    summary = train(config_path=str(path), run_id="it-run")
+    return Run.open(str(root), "it-run"), summary, path

@@ -1,16 +1,19 @@
-"""The real `evaluate` flow on the tiny model after one trained iteration: Prefect (test harness), Ray,
+"""The real `evaluate` flow on the tiny model after a trained iteration: Prefect (test harness), Ray,
 sandbox; the base model's evaluation; a finished evaluation is skipped."""
 
 import json
+import shutil
 
 import pytest
 from prefect.client.orchestration import get_client
 from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
-from tiny_run import write_tiny_config
 
 from mappa.envs.evaluate_stage import evaluation_complete, evaluation_parts
 
 pytestmark = pytest.mark.slow
+
+RUN_ID = "it-run"  # the session's finished run (conftest.py)
+PROBLEMS = 2  # its rollout.eval_problems
 
 RESULT_COLUMNS = [
     "problem_id",
@@ -25,35 +28,28 @@ RESULT_COLUMNS = [
 
 
 @pytest.fixture(scope="module")
-def trained_run(tmp_path_factory, tiny_model, prefect_harness, ray_local):
-    from mappa.flows.train import train
+def trained_run(finished_run, tmp_path_factory):
+    """A copy of the session's finished two-iteration run (conftest.py), evaluated after iteration 1 only;
+    the tests here add evaluations to the copy."""
     from mappa.storage.run import Run
 
-    root = tmp_path_factory.mktemp("runs")
-    path = write_tiny_config(
-        root / "config.yaml",
-        tiny_model,
-        root,
-        name="ev",
-        rollout={"eval_problems": 3},
-        env={"type": "mathchat", "max_executor_turns": 1},
-        cluster={"torch_threads": 1},
-    )
-    train(config_path=str(path), run_id="ev-run")
-    return Run.open(str(root), "ev-run")
+    run, _, _ = finished_run
+    root = tmp_path_factory.mktemp("evaluated")
+    shutil.copytree(run.store.path(run.run_id), root / run.run_id)
+    return Run.open(str(root), run.run_id)
 
 
 @pytest.fixture(scope="module")
 def evaluated(trained_run):
     from mappa.flows.evaluate import evaluate
 
-    return evaluate(run_id="ev-run", root=trained_run.store.root, iteration=0)
+    return evaluate(run_id=RUN_ID, root=trained_run.store.root, iteration=0)
 
 
 def test_results_hold_one_row_per_problem(trained_run, evaluated):
     results = trained_run.store.read_parquet(*evaluation_parts(trained_run, 0, "results.parquet"))
     assert list(results.columns) == RESULT_COLUMNS
-    assert len(results) == 3
+    assert len(results) == PROBLEMS
     assert results["trajectory_id"].is_unique
     assert (results["actions"] >= 3).all()  # solver, executor, verifier
     actions = trained_run.store.read_parquet(*evaluation_parts(trained_run, 0, "trajectories.parquet"))
@@ -64,7 +60,7 @@ def test_results_hold_one_row_per_problem(trained_run, evaluated):
 
 def test_manifest_records_the_evaluation(trained_run, evaluated):
     assert evaluated["stage"] == "evaluate" and evaluated["iteration"] == 0
-    assert evaluated["problems"] == 3 and evaluated["label"] == "iter-0000"
+    assert evaluated["problems"] == PROBLEMS and evaluated["label"] == "iter-0000"
     assert evaluated["temperature"] == 0.0
     assert 0.0 <= evaluated["success_rate"] <= 1.0
     assert evaluated["inputs"] == {"update": trained_run.output_hash(0, "update")}
@@ -80,13 +76,13 @@ def test_results_are_published_as_a_table(trained_run, evaluated):
         artifacts = client.read_artifacts(artifact_filter=ArtifactFilter(key=key))
     assert artifacts and all(a.flow_run_id for a in artifacts)
     rows = json.loads(artifacts[0].data)
-    assert len(rows) == 3 + 1  # the problems and an aggregate row
+    assert len(rows) == PROBLEMS + 1  # the problems and an aggregate row
 
 
 def test_a_second_evaluation_is_skipped(trained_run, evaluated, capsys):
     from mappa.cli import main
 
-    assert main(["evaluate", "ev-run", "--root", trained_run.store.root]) == 0  # default: last iteration
+    assert main(["evaluate", RUN_ID, "--root", trained_run.store.root, "--iteration", "0"]) == 0
     out = capsys.readouterr().out
     assert "already evaluated" in out and "iter-0000" in out
     manifest = trained_run.store.read_json(*evaluation_parts(trained_run, 0, "_manifest.json"))
@@ -96,7 +92,7 @@ def test_a_second_evaluation_is_skipped(trained_run, evaluated, capsys):
 def test_the_base_model_is_evaluated_on_the_same_problems(trained_run, evaluated):
     from mappa.flows.evaluate import evaluate
 
-    base = evaluate(run_id="ev-run", root=trained_run.store.root, iteration=-1)
+    base = evaluate(run_id=RUN_ID, root=trained_run.store.root, iteration=-1)
     assert base["label"] == "base" and base["inputs"] == {}
     results = trained_run.store.read_parquet(*evaluation_parts(trained_run, -1, "results.parquet"))
     trained = trained_run.store.read_parquet(*evaluation_parts(trained_run, 0, "results.parquet"))

@@ -1,37 +1,13 @@
-"""The real `train` flow for two iterations on the tiny model: Prefect (test harness), Ray, sandbox,
-rubric coach; one agent trains a LoRA adapter."""
+"""The real `train` flow for two iterations on the tiny model (`finished_run`, conftest.py): Prefect (test
+harness), Ray, sandbox, rubric coach; one agent trains a LoRA adapter."""
 
 import pandas as pd
 import pytest
 from safetensors.torch import load_file
-from tiny_run import write_tiny_config
 
-from mappa.storage.run import STAGE_OUTPUTS, Run
+from mappa.storage.run import STAGE_OUTPUTS
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="module")
-def finished_run(tmp_path_factory, tiny_model, prefect_harness, ray_local):
-    from mappa.flows.train import train
-
-    root = tmp_path_factory.mktemp("runs")
-    path = write_tiny_config(
-        root / "config.yaml",
-        tiny_model,
-        root,
-        name="it",
-        iterations=2,
-        rollout={"problems_per_iteration": 3, "max_new_tokens": 24, "eval_every": 2, "eval_problems": 2},
-        trainer={"lr": 1e-3},
-        agents={  # the verifier trains a LoRA adapter: the flow must not care
-            "solver": {"model": str(tiny_model)},
-            "executor": {"model": str(tiny_model)},
-            "verifier": {"model": str(tiny_model), "lora": {"rank": 4, "alpha": 8}},
-        },
-    )
-    summary = train(config_path=str(path), run_id="it-run")
-    return Run.open(str(root), "it-run"), summary, path
 
 
 def test_every_artifact_is_written(finished_run):

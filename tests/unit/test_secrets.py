@@ -1,6 +1,7 @@
 """Secrets stay out of configs and artifacts: a run stores the name of the variable that holds a key, never
 the key, and a config that holds a secret is refused with an error that says where secrets go (and does not
-repeat the secret). The end-to-end check on S3 (artifacts, logs, Prefect) is tests/integration/test_s3.py."""
+repeat the secret). The end-to-end check on S3 (artifacts, logs, Prefect) is in
+tests/integration/test_fault_injection.py."""
 
 import pytest
 import yaml
