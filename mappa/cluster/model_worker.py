@@ -196,6 +196,9 @@ class ModelWorker:
         (the HF engine on CPU; under ZeRO-3 its forward gathers the partitioned weights as training does)."""
         if getattr(self.engine, "model", None) is self.trainer.policy:
             return
+        if isinstance(self.engine, SharedEngineClient):
+            self.engine.weights_changed()  # the shared engine asks for them when this agent next generates
+            return
         weights = self.trainer.full_state_dict()  # every rank: ZeRO-3 gathers collectively
         if self.engine is not None:
             self.engine.update_weights(weights)

@@ -90,5 +90,9 @@ class SharedEngineClient(Engine):
             release_freed_memory()
         return [Generation.from_fields(fields) for fields in answer]
 
-    def update_weights(self, state_dict: Mapping[str, torch.Tensor]) -> None:
+    def weights_changed(self) -> None:
+        """The agent's weights are new: the next generation sends them (`self.weights()` then)."""
         self.key = f"{self.agent}/{uuid.uuid4().hex}"
+
+    def update_weights(self, state_dict: Mapping[str, torch.Tensor]) -> None:
+        self.weights_changed()
