@@ -45,7 +45,7 @@ def coach_server():
 
 
 @pytest.fixture(scope="session")
-def finished_run(tmp_path_factory, tiny_model, prefect_harness, ray_local):
+def mathchat_run(tmp_path_factory, tiny_model, prefect_harness, ray_local):
     """The real `train` flow for two iterations on the tiny model (rubric coach, sandbox), evaluated after
     iteration 1 only; the verifier trains a LoRA adapter (the flow must not care). Returns the run, the
     flow's summary and the config's path. Tests read it; a test that adds to it works on a copy."""

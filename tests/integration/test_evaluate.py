@@ -28,12 +28,12 @@ RESULT_COLUMNS = [
 
 
 @pytest.fixture(scope="module")
-def trained_run(finished_run, tmp_path_factory):
+def trained_run(mathchat_run, tmp_path_factory):
     """A copy of the session's finished two-iteration run (conftest.py), evaluated after iteration 1 only;
     the tests here add evaluations to the copy."""
     from mappa.storage.run import Run
 
-    run, _, _ = finished_run
+    run, _, _ = mathchat_run
     root = tmp_path_factory.mktemp("evaluated")
     shutil.copytree(run.store.path(run.run_id), root / run.run_id)
     return Run.open(str(root), run.run_id)

@@ -1,4 +1,4 @@
-"""The real `train` flow for two iterations on the tiny model (`finished_run`, conftest.py): Prefect (test
+"""The real `train` flow for two iterations on the tiny model (`mathchat_run`, conftest.py): Prefect (test
 harness), Ray, sandbox, rubric coach; one agent trains a LoRA adapter."""
 
 import pandas as pd
@@ -10,8 +10,8 @@ from mappa.storage.run import STAGE_OUTPUTS
 pytestmark = pytest.mark.slow
 
 
-def test_every_artifact_is_written(finished_run):
-    run, summary, _ = finished_run
+def test_every_artifact_is_written(mathchat_run):
+    run, summary, _ = mathchat_run
     assert [row["iteration"] for row in summary["iterations"]] == [0, 1]
     for iteration in (0, 1):
         for stage, name in STAGE_OUTPUTS.items():
@@ -36,23 +36,23 @@ def test_every_artifact_is_written(finished_run):
             assert run.store.exists(*folder, "trainer_state.pt")
 
 
-def test_evaluates_every_k_iterations(finished_run):
-    run, _, _ = finished_run
+def test_evaluates_every_k_iterations(mathchat_run):
+    run, _, _ = mathchat_run
     assert not run.store.exists(*run.parts(0, "evaluate", "results.parquet"))
     results = run.store.read_parquet(*run.parts(1, "evaluate", "results.parquet"))
     assert len(results) == 2 and {"problem_id", "correct", "final_answer"} <= set(results.columns)
 
 
-def test_executor_actions_record_the_sandbox(finished_run):
-    run, _, _ = finished_run
+def test_executor_actions_record_the_sandbox(mathchat_run):
+    run, _, _ = mathchat_run
     actions = run.store.read_parquet(*run.output_parts(0, "rollout"))
     executor = actions[actions["agent"] == "executor"]
     assert executor["turn"].max() <= 1
     assert pd.api.types.is_bool_dtype(actions["correct"])
 
 
-def test_weights_changed(finished_run, tiny_model):
-    run, _, _ = finished_run
+def test_weights_changed(mathchat_run, tiny_model):
+    run, _, _ = mathchat_run
     base = load_file(str(tiny_model / "model.safetensors"))
     for agent in ("solver", "executor", "verifier"):
         path = run.store.path(*run.checkpoint_parts(agent, 1), "model.safetensors")
@@ -61,10 +61,10 @@ def test_weights_changed(finished_run, tiny_model):
         assert changed, f"{agent}'s weights did not change"
 
 
-def test_second_run_with_same_id_skips_finished_stages(finished_run):
+def test_second_run_with_same_id_skips_finished_stages(mathchat_run):
     from mappa.flows.train import train
 
-    run, _, path = finished_run
+    run, _, path = mathchat_run
     before = {(i, s): run.read_manifest(i, s)["finished_at"] for i in (0, 1) for s in STAGE_OUTPUTS}
     started = sum(e["kind"] == "started" for e in run.events())
     train(config_path=str(path), run_id="it-run")
