@@ -11,18 +11,20 @@ N/2 iterations and after N:
 
 For each source and seed it records the success rates, the share of held-out problems that got a final
 answer at all (a signal below success), the coach's mean score per agent and the KL per agent after each
-iteration; it prints a table of mean and spread over seeds, writes JSON (`--out`) and a plot (`--plot`:
-success rate against iteration, one line per source, bars for the spread). It checks first that the
-evaluation split shares no problem with the training split.
+iteration; it prints a table of mean and spread over seeds, writes JSON (`--out`) and a plot (`--plot`;
+one line per source, bars for the half-range over seeds: held-out success against iterations trained, the
+mean training score and the mean KL per iteration; `--replot` redraws table and plot from the JSON). It
+checks first that the evaluation split shares no problem with the training split.
 
 Each run is a real `mappa train` in a subprocess (its own Ray and Prefect), so a run can be inspected
 afterwards with `mappa inspect RUN --root ROOT`; runs already finished under `--root` are reused (`mappa
 train` skips finished stages), so an interrupted benchmark continues where it stopped.
 
 Default size: 2 iterations x 4 problems x 2 seeds x 3 sources, 8 evaluation problems, 64 new tokens,
-lr 1e-5: about 90 minutes on a 2-core CPU (each run about 15; evaluation is a large part of it). Larger
-settings (the paper's regime on GPUs): `--iterations 20
---problems 32 --eval-problems 64 --max-new-tokens 512 --seeds 0 1 2` with a bigger model in the config.
+lr 1e-5: about 70 minutes on a quiet 2-core CPU (measured 2026-11-30: a rubric or outcome run about 10
+minutes, an LLM-coach run about 13, the base model's evaluation 2). Larger settings (the paper's regime,
+on GPUs, with a bigger model in the config): `--iterations 20 --problems 32 --eval-problems 64
+--max-new-tokens 512 --seeds 0 1 2`.
 
 Not covered: significance testing (2 seeds give a spread, not a confidence interval), other envs.
 """
@@ -60,6 +62,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--root", default=str(REPO / "benchmarks" / "runs" / "learning"))
     parser.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "learning.json"))
     parser.add_argument("--plot", default=str(REPO / "benchmarks" / "results" / "learning.png"))
+    parser.add_argument("--replot", action="store_true", help="table and plot from --out's JSON; no runs")
     return parser.parse_args()
 
 
@@ -187,35 +190,72 @@ def print_table(summary: dict[str, dict], results: dict[str, list[dict]]) -> Non
         print(f"{source:<10}{cells}")
 
 
-def plot(summary: dict[str, dict], path: str, title: str) -> None:
+def per_iteration(results: dict[str, list[dict]], metric: str) -> dict[str, dict[int, list[float]]]:
+    """Per source and iteration: `metric` (mean_score or kl) averaged over the agents, one value per run."""
+    out: dict[str, dict[int, list[float]]] = {}
+    for source, runs in results.items():
+        for result in runs:
+            series = [values[metric] for values in result["agents"].values()]
+            for iteration, per_agent in enumerate(zip(*series)):
+                out.setdefault(source, {}).setdefault(iteration, []).append(statistics.fmean(per_agent))
+    return out
+
+
+def plot(summary: dict[str, dict], results: dict[str, list[dict]], path: str, title: str) -> None:
+    """Three panels, one line per source, bars for the half-range over seeds: held-out success against
+    iterations trained; the mean training score of each iteration (over agents); its mean KL per token."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    figure = Figure(figsize=(6.5, 4))
+    figure = Figure(figsize=(13, 3.8), layout="constrained")
     FigureCanvasAgg(figure)
-    axes = figure.add_subplot()
-    for offset, (source, points) in enumerate(summary.items()):
-        xs = [int(k) + (offset - 1) * 0.04 for k in points]
-        axes.errorbar(
-            xs,
-            [p["mean"] for p in points.values()],
-            yerr=[p["spread"] for p in points.values()],
-            marker="o",
-            capsize=3,
-            label=source,
-        )
-    axes.set_xlabel("iterations trained")
-    axes.set_ylabel("held-out success rate (greedy)")
-    axes.set_title(title, fontsize=9)
-    axes.legend()
+    success, score, kl = figure.subplots(1, 3)
+    panels = [
+        (success, {s: {int(k): p["values"] for k, p in points.items()} for s, points in summary.items()}),
+        (score, per_iteration(results, "mean_score")),
+        (kl, per_iteration(results, "kl")),
+    ]
+    for axes, series in panels:
+        for offset, (source, points) in enumerate(series.items()):
+            xs = [k + (offset - 1) * 0.04 for k in points]
+            means = [statistics.fmean(v) for v in points.values()]
+            spreads = [(max(v) - min(v)) / 2 for v in points.values()]
+            axes.errorbar(xs, means, yerr=spreads, marker="o", capsize=3, label=source)
+        axes.xaxis.get_major_locator().set_params(integer=True)
+    success.set_ylim(-0.02, max(0.25, *(p["mean"] + 0.05 for s in summary.values() for p in s.values())))
+    success.set(xlabel="iterations trained", ylabel="held-out success rate (greedy)")
+    score.set(xlabel="iteration", ylabel="mean training score, 0-10 (over agents)")
+    kl.set(xlabel="iteration (updates before it)", ylabel="KL to the reference, per token (k1, signed)")
+    success.legend()
+    figure.suptitle(title, fontsize=9)
     Path(path).parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=120, bbox_inches="tight")
+    figure.savefig(path, dpi=110, bbox_inches="tight")
+
+
+def plot_title(config: str, overrides: list[str], settings: dict) -> str:
+    from mappa.config import load_config
+
+    models = sorted({Path(a.model).name for a in load_config(config, overrides).agents.values()})
+    return (
+        f"MathChat, agents {', '.join(models)}, {settings['iterations']} it. x {settings['problems']} "
+        f"problems, seeds {settings['seeds']}, lr {settings['lr']:g}"
+    )
+
+
+def replot(args: argparse.Namespace) -> int:
+    report = json.loads(Path(args.out).read_text())
+    print_table(report["summary"], report["runs"])
+    settings = report["settings"]
+    title = plot_title(settings["config"], settings["set"], settings)
+    plot(report["summary"], report["runs"], args.plot, title)
+    print(f"\nwrote {args.plot} from {args.out}")
+    return 0
 
 
 def main() -> int:
-    from mappa.config import load_config
-
     args = parse_args()
+    if args.replot:
+        return replot(args)
     args.root = str(Path(args.root).resolve())
     started = time.time()
     splits = check_splits_disjoint(args.config)
@@ -231,12 +271,7 @@ def main() -> int:
     base = collect(args, base_run)["eval_success"].get(0)
     summary = summarize(results, base)
     print_table(summary, results)
-    models = sorted({Path(a.model).name for a in load_config(args.config, args.set).agents.values()})
-    title = (
-        f"MathChat, agents {', '.join(models)}, {args.iterations} it. x {args.problems} problems, "
-        f"seeds {args.seeds}, lr {args.lr:g}"
-    )
-    plot(summary, args.plot, title)
+    plot(summary, results, args.plot, plot_title(args.config, args.set, vars(args)))
     report = {
         "benchmark": "learning",
         "date": time.strftime("%Y-%m-%d"),
