@@ -146,6 +146,11 @@ def collect(args: argparse.Namespace, run_id: str) -> dict:
     return {"run_id": run_id, "eval_success": success, "eval_answered": answered, "agents": per_agent}
 
 
+def mean_and_spread(values: list[float]) -> tuple[float, float]:
+    """The mean over seeds and the half-range (the error bar)."""
+    return statistics.fmean(values), (max(values) - min(values)) / 2
+
+
 def summarize(results: dict[str, list[dict]], base: float | None) -> dict[str, dict]:
     summary = {}
     for source, runs in results.items():
@@ -156,7 +161,7 @@ def summarize(results: dict[str, list[dict]], base: float | None) -> dict[str, d
         if base is not None:
             points.setdefault(0, [base] * len(runs))
         summary[source] = {
-            str(k): {"mean": statistics.fmean(v), "spread": (max(v) - min(v)) / 2, "values": v}
+            str(k): dict(zip(("mean", "spread"), mean_and_spread(v)), values=v)
             for k, v in sorted(points.items())
         }
     return summary
@@ -218,8 +223,7 @@ def plot(summary: dict[str, dict], results: dict[str, list[dict]], path: str, ti
     for axes, series in panels:
         for offset, (source, points) in enumerate(series.items()):
             xs = [k + (offset - 1) * 0.04 for k in points]
-            means = [statistics.fmean(v) for v in points.values()]
-            spreads = [(max(v) - min(v)) / 2 for v in points.values()]
+            means, spreads = zip(*map(mean_and_spread, points.values()))
             axes.errorbar(xs, means, yerr=spreads, marker="o", capsize=3, label=source)
         axes.xaxis.get_major_locator().set_params(integer=True)
     success.set_ylim(-0.02, max(0.25, *(p["mean"] + 0.05 for s in summary.values() for p in s.values())))
@@ -246,7 +250,7 @@ def replot(args: argparse.Namespace) -> int:
     report = json.loads(Path(args.out).read_text())
     print_table(report["summary"], report["runs"])
     settings = report["settings"]
-    title = plot_title(settings["config"], settings["set"], settings)
+    title = plot_title(args.config, settings["set"], settings)  # the stored path may be another checkout's
     plot(report["summary"], report["runs"], args.plot, title)
     print(f"\nwrote {args.plot} from {args.out}")
     return 0

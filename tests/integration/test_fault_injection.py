@@ -86,6 +86,7 @@ def uninterrupted(tmp_path_factory, tiny_model, prefect_api_url):
         env = child_env(prefect_api_url, **{COACH_KEY_ENV: "sk-reference"})
         process = MappaProcess(["train", str(config), "--run-id", "reference"], env, folder / "log.txt")
         assert process.wait(TIMEOUT_S) == 0, process.output()
+    shutil.rmtree(env["MAPPA_RAY_TMP"], ignore_errors=True)
     run = Run.open(str(folder / "runs"), "reference")
     return {
         seat: load_file(run.store.path(*run.checkpoint_parts(seat, 1), "model.safetensors")) for seat in SEATS
