@@ -36,10 +36,14 @@ def cmd_train(args: argparse.Namespace) -> int:
     if args.iterations is not None:
         overrides.append(f"iterations={args.iterations}")
     config = load_config(args.config, overrides)  # fails fast, before Ray or Prefect start
+    from mappa.coach.build import check_coach_template
     from mappa.envs.registry import load_env_problems
     from mappa.inference.prepare import resolve_model
 
     load_env_problems(config.env.type, config.env.train_data)
+    load_env_problems(config.env.type, config.env.eval_data)
+    if config.coach.type in ("local", "openai"):
+        check_coach_template(config.coach)
     for name, agent in config.agents.items():
         console.print(f"[dim]agent {name}: model {resolve_model(agent.model)}[/dim]")
     from mappa.flows.train import new_run_id, train

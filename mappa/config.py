@@ -19,6 +19,8 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from mappa.inference.precision import resolve_bf16
+
 
 class ConfigError(ValueError):
     """A config that cannot run; the message names the field or file and the fix."""
@@ -97,10 +99,11 @@ class CoachConfig(_Section):
     """For `openai`: the endpoint, e.g. http://127.0.0.1:8000/v1 (the key comes from `api_key_env`)."""
     api_key_env: str = "OPENAI_API_KEY"
     """Name of the environment variable that holds the API key (never the key itself)."""
-    scoring: Literal["generate", "expected"] = "generate"
+    scoring: Literal["generate", "expected", "criteria"] = "generate"
     """`generate`: the coach writes a rationale and `PROCESS_SCORE: x`; `expected` (local coach only): the
     probability-weighted score from the coach model's score tokens, for small models that cannot follow
-    the answer format (`mappa.coach.expected`)."""
+    the answer format (`mappa.coach.expected`); `criteria` (local coach only): 10 x the mean P(Yes) over
+    the template's yes/no questions for the seat (`mappa.coach.criteria`)."""
     template: str = "mathchat"
     """Prompt template file under mappa/coach/templates/ (without .txt) or a path to a .txt file; when a
     run config leaves it out, the env's own template (named like `env.type`)."""
@@ -128,10 +131,12 @@ class CoachConfig(_Section):
     def _check_backend(self) -> CoachConfig:
         if self.type == "openai" and not self.base_url:
             raise ValueError("coach.type=openai needs coach.base_url (e.g. http://127.0.0.1:8000/v1)")
-        if self.scoring == "expected" and self.type != "local":
+        if self.scoring in ("expected", "criteria") and self.type != "local":
             raise ValueError(
-                "coach.scoring=expected needs coach.type=local (it reads the model's token probabilities)"
+                f"coach.scoring={self.scoring} needs coach.type=local (it reads the model's token "
+                f"probabilities)"
             )
+
         return self
 
 
@@ -146,6 +151,25 @@ class AlgoConfig(_Section):
     reward_clip: float = Field(10.0, gt=0)
     whiten_scope: Literal["agent", "global"] = "agent"
     clip_eps: float = Field(0.2, gt=0, lt=1)
+    old_logprobs: Literal["auto", "recompute", "rollout"] = "auto"
+    """Where the old policy's logprobs come from. `recompute`: the trainer recomputes them in fp32 (one more
+    forward pass per action) and the stage logs their mismatch with the rollout's. `rollout`: the engine's
+    sampling logprobs are used as they are (verl's and prime-rl's "rollout logprobs"). `auto` (default):
+    `rollout` where they are the same numbers, the HF engine on the trainer's own fp32 weights (torch
+    trainer, no bf16 autocast in engine or trainer), `recompute` elsewhere (vLLM, bf16: measured mismatch up
+    to 0.13 per token, PITFALLS.md)."""
+
+    def resolved_old_logprobs(self, engine: EngineConfig, trainer: TrainerConfig) -> str:
+        """`recompute` or `rollout` for a run with this engine and trainer (`auto` resolved here)."""
+        if self.old_logprobs != "auto":
+            return self.old_logprobs
+        same_numbers = (
+            engine.type == "hf"
+            and trainer.type == "torch"
+            and not resolve_bf16(engine.bf16_autocast)
+            and not resolve_bf16(trainer.bf16_autocast)
+        )
+        return "rollout" if same_numbers else "recompute"
 
 
 class RolloutConfig(_Section):

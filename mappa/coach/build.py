@@ -15,10 +15,12 @@ from urllib.parse import urlparse
 
 from mappa.coach.base import Coach, LLMCoach
 from mappa.coach.cache import AnswerCache
+from mappa.coach.criteria import CriteriaCoach
 from mappa.coach.expected import ExpectedScoreCoach, LogprobFn
 from mappa.coach.local import ChatFn, LocalCoach
 from mappa.coach.openai import OpenAICoach
 from mappa.coach.outcome import OutcomeCoach
+from mappa.coach.prompt import load_template
 from mappa.coach.rubric import RubricCoach
 from mappa.config import CoachConfig
 
@@ -38,6 +40,18 @@ def build_coach(
     return coach
 
 
+def check_coach_template(config: CoachConfig) -> None:
+    """Raise a ValueError naming the fix, before any work starts, when the coach's template is missing or
+    lacks what `coach.scoring` needs (criteria questions for `criteria`)."""
+    template = load_template(config.template)
+    if config.type == "local" and config.scoring == "criteria" and not template.criteria:
+        raise ValueError(
+            f"coach.scoring=criteria asks the template's yes/no questions, but template `{config.template}` "
+            f"has no <<criteria>> section: add `seat: question` lines (as in "
+            f"mappa/coach/templates/mathchat.txt) or set coach.scoring=expected"
+        )
+
+
 def cache_settings(config: CoachConfig) -> dict[str, object]:
     """What besides the chat shapes a coach's answer: part of every cache key."""
     return {
@@ -53,9 +67,14 @@ def _build(config: CoachConfig, chat_fn: ChatFn | None, env_type: str, logprob_f
         return RubricCoach(config.use_ground_truth, env_type)
     if config.type == "outcome":
         return OutcomeCoach()
-    if config.type == "local" and config.scoring == "expected":
+    if config.type == "local" and config.scoring in ("expected", "criteria"):
         if logprob_fn is None:
-            raise ValueError("coach.scoring=expected needs a logprob_fn (an engine's next-token logprobs)")
+            raise ValueError(
+                f"coach.scoring={config.scoring} needs a logprob_fn (an engine's next-token logprobs)"
+            )
+        if config.scoring == "criteria":
+            check_coach_template(config)
+            return CriteriaCoach(logprob_fn, config.model, load_template(config.template))
         return ExpectedScoreCoach(logprob_fn, config.model)
     if config.type == "local":
         if chat_fn is None:

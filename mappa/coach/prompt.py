@@ -8,7 +8,10 @@ middle (head and tail kept) and every cut is stated in the prompt, so the coach 
 
 Template files (`mappa/coach/templates/<name>.txt`, or any path to a .txt file) are plain text with two
 sections, `<<system>>` and `<<user>>`, and `${name}` placeholders (`string.Template`) from
-`PLACEHOLDERS`. A template's `version` is a hash of its text, for caching coach answers.
+`PLACEHOLDERS`. A template's `version` is a hash of its text, for caching coach answers. Two optional
+marks serve the yes/no criteria coach (`coach.scoring: criteria`, `mappa.coach.criteria`): a `<<scoring>>`
+line inside the user part ends the context (what the action was) and starts the scoring instructions, and
+a last `<<criteria>>` section holds one `seat: question` line per criterion, so each env keeps its own.
 
 Not covered here: calling a coach (`mappa.coach.base` and the backends), parsing its answer
 (`mappa.coach.parse`), the per-env role texts (the env supplies them).
@@ -42,6 +45,7 @@ PLACEHOLDERS = frozenset(
     }
 )
 SYSTEM_MARK, USER_MARK = "<<system>>", "<<user>>"
+SCORING_MARK, CRITERIA_MARK = "<<scoring>>", "<<criteria>>"  # optional: see the module docstring
 # The ground-truth block the coach sees for one action (None: none for this action)
 ReferenceFn = Callable[[Trajectory, Action], str | None]
 
@@ -54,6 +58,11 @@ class PromptTemplate:
     system: str
     user: str
     version: str
+    context: str = ""  # the user part before `<<scoring>>` (all of it where there is no mark)
+    criteria: tuple[tuple[str, str], ...] = ()  # (seat, yes/no question), in file order
+
+    def criteria_for(self, seat: str) -> list[str]:
+        return [question for who, question in self.criteria if who == seat]
 
     @property
     def placeholders(self) -> set[str]:
@@ -74,6 +83,8 @@ class CoachRequest:
     template_version: str = ""
     action: Action | None = field(default=None, compare=False, repr=False)
     trajectory: Trajectory | None = field(default=None, compare=False, repr=False)
+    context_messages: list[dict[str, str]] | None = field(default=None, compare=False, repr=False)
+    """The system message and the user part before `<<scoring>>`: what a criteria coach asks about."""
 
     def content_hash(self) -> str:
         """Hash of what the coach sees (messages and template version): a cache key with the coach model."""
@@ -100,19 +111,23 @@ def load_template(name_or_path: str) -> PromptTemplate:
 
 
 def parse_template(text: str, name: str = "custom", source: str = "template") -> PromptTemplate:
-    """Split a template's text into system and user parts and check its placeholders."""
+    """Split a template's text into system, user (with its context) and criteria parts; check placeholders."""
     if (
         text.count(SYSTEM_MARK) != 1
         or text.count(USER_MARK) != 1
         or text.index(SYSTEM_MARK) > text.index(USER_MARK)
     ):
         raise ValueError(f"{source}: a coach template needs one `{SYSTEM_MARK}` line, then one `{USER_MARK}`")
-    system, user = text.split(USER_MARK)
+    body, _, criteria_text = text.partition(CRITERIA_MARK)
+    system, user = body.split(USER_MARK)
+    context, _, _ = user.partition(SCORING_MARK)
     template = PromptTemplate(
         name=name,
         system=system.replace(SYSTEM_MARK, "").strip(),
-        user=user.strip(),
+        user=user.replace(SCORING_MARK, "").strip(),
         version=hashlib.sha256(text.encode()).hexdigest()[:12],
+        context=context.strip(),
+        criteria=_parse_criteria(criteria_text, source),
     )
     unknown = template.placeholders - PLACEHOLDERS
     if unknown:
@@ -120,6 +135,20 @@ def parse_template(text: str, name: str = "custom", source: str = "template") ->
     if "PROCESS_SCORE" not in template.system + template.user:
         raise ValueError(f"{source}: the template must ask for a final `PROCESS_SCORE: <0-10>` line")
     return template
+
+
+def _parse_criteria(text: str, source: str) -> tuple[tuple[str, str], ...]:
+    """`seat: question` lines (blank lines and `#` comments skipped)."""
+    criteria = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        seat, colon, question = line.partition(":")
+        if not colon or not seat.strip().isidentifier() or not question.strip():
+            raise ValueError(f"{source}: criteria line {number} is not `seat: question`: {line!r}")
+        criteria.append((seat.strip(), question.strip()))
+    return tuple(criteria)
 
 
 def trim(text: str, limit: int) -> tuple[str, str]:
@@ -211,10 +240,9 @@ def build_requests(
             "reference": f"\n{reference}\n" if reference is not None else "",
             **_action_values(action, roles, max_text_chars, max_tool_chars),
         }
-        messages = [
-            {"role": "system", "content": string.Template(tpl.system).substitute(values)},
-            {"role": "user", "content": string.Template(tpl.user).substitute(values)},
-        ]
+        system = {"role": "system", "content": string.Template(tpl.system).substitute(values)}
+        messages = [system, {"role": "user", "content": string.Template(tpl.user).substitute(values)}]
+        context = [system, {"role": "user", "content": string.Template(tpl.context).substitute(values)}]
         requests.append(
             CoachRequest(
                 action_id=action.id,
@@ -225,6 +253,7 @@ def build_requests(
                 template_version=tpl.version,
                 action=action,
                 trajectory=trajectory,
+                context_messages=context if tpl.criteria else None,
             )
         )
     return requests

@@ -25,13 +25,23 @@ MathChat (checked in order, the first match fires):
 | executor | executor.gt_correct   | [gt] ran and printed; the team's final answer is correct   | 9     |
 | executor | executor.gt_had_right | [gt] printed the reference answer; the team is still wrong | 8     |
 | executor | executor.gt_led_wrong | [gt] printed the team's wrong final answer, not the ref.   | 2     |
+| executor | executor.gt_printed_wrong | [gt] printed, but not the reference answer         | 3     |
 | executor | executor.printed      | ran and printed something                                  | 7     |
+| verifier | verifier.placeholder  | boxed no number where the answer is one (`\boxed{answer}`) | 0     |
+| verifier | verifier.gt_unboxed_right | [gt] nothing boxed; its last number is the reference   | 3     |
+| verifier | verifier.unboxed_agrees | nothing boxed; its last number is in the last good stdout | 2     |
 | verifier | verifier.no_boxed     | no non-empty \boxed{...} answer                            | 0     |
 | verifier | verifier.gt_correct   | [gt] the team's final answer is correct                    | 10    |
+| verifier | verifier.gt_reported  | [gt] wrong, but what the last good run printed (upstream)  | 3     |
 | verifier | verifier.gt_wrong     | [gt] the team's final answer is wrong                      | 1     |
-| verifier | verifier.agrees       | boxed answer occurs in the last successful executor stdout | 7     |
-| verifier | verifier.disagrees    | boxed answer absent from the last successful stdout        | 4     |
-| verifier | verifier.unchecked    | no successful executor output to compare with              | 6     |
+| verifier | verifier.agrees       | boxed answer occurs in the last successful executor stdout | 8     |
+| verifier | verifier.disagrees    | boxed answer absent from the last successful stdout        | 3     |
+| verifier | verifier.unchecked    | no successful executor output to compare with              | 5     |
+
+The verifier's rules credit content, not form: a box around the placeholder the prompt used to show
+(`\boxed{answer}`) earns nothing, a box around the wrong number little, the right number unboxed a
+little, the right number boxed everything (measured: a rubric that scored any box above none taught the
+verifier to write `\boxed{answer}` verbatim within two iterations).
 
 "States an answer" means: for numbers, some number in the text equals it (as a fraction: 0.75 = 3/4,
 1,000 = 1000); otherwise the answer's text occurs in the text with spaces removed. A solver that lists
@@ -52,6 +62,7 @@ from fractions import Fraction
 
 from mappa.coach.prompt import CoachRequest
 from mappa.core.types import Action, ActionScore, Trajectory
+from mappa.envs.grading import extract_flexible
 
 Verdict = tuple[str, float, str]  # (rule id, score 0-10, what the rule checked)
 SeatRule = Callable[[Action, Trajectory, bool], Verdict]
@@ -189,23 +200,43 @@ def mathchat_executor(action: Action, trajectory: Trajectory, use_gt: bool) -> V
             return "executor.gt_had_right", 8, "the code printed the reference; the team is still wrong"
         if led:
             return "executor.gt_led_wrong", 2, "the code printed the team's wrong final answer"
+        return "executor.gt_printed_wrong", 3, "the code ran, but what it printed is not the reference"
     return "executor.printed", 7, "the code ran and printed output"
 
 
 def mathchat_verifier(action: Action, trajectory: Trajectory, use_gt: bool) -> Verdict:
     boxed = last_boxed(action.response)
+    stdout = _last_good_stdout(action, trajectory)
+    reference = trajectory.problem.answer
+    if boxed is not None and is_placeholder(boxed, reference):
+        return "verifier.placeholder", 0, f"boxed a placeholder ({boxed.strip()[:40]!r}), not an answer"
     if boxed is None or not boxed.strip():
+        last = extract_flexible(action.response)
+        if use_gt and last is not None and states_answer(last, reference):
+            return "verifier.gt_unboxed_right", 3, "nothing boxed, but its last number is the reference"
+        if not use_gt and last is not None and stdout is not None and states_answer(stdout, last):
+            return "verifier.unboxed_agrees", 2, "nothing boxed; its last number is the program's output"
         return "verifier.no_boxed", 0, "no non-empty \\boxed{} answer"
     if use_gt:
         if trajectory.correct:
             return "verifier.gt_correct", 10, "the team's final answer is correct"
+        if stdout is not None and states_answer(stdout, boxed):
+            return "verifier.gt_reported", 3, "wrong, but what the executor's program printed (its fault)"
         return "verifier.gt_wrong", 1, "the team's final answer is wrong"
-    stdout = _last_good_stdout(action, trajectory)
     if stdout is None:
-        return "verifier.unchecked", 6, "a boxed answer; no successful executor output to compare with"
+        return "verifier.unchecked", 5, "a boxed answer; no successful executor output to compare with"
     if states_answer(stdout, boxed):
-        return "verifier.agrees", 7, "the boxed answer appears in the last successful executor output"
-    return "verifier.disagrees", 4, "the boxed answer is absent from the last successful executor output"
+        return "verifier.agrees", 8, "the boxed answer appears in the last successful executor output"
+    return "verifier.disagrees", 3, "the boxed answer is absent from the last successful executor output"
+
+
+def is_placeholder(boxed: str, reference: str | None) -> bool:
+    """A box that holds no answer: blank, or no digit at all where the reference answer is a number."""
+    text = boxed.strip()
+    if not text:
+        return False  # an empty box is "nothing boxed"
+    numeric_reference = reference is not None and _as_number(reference) is not None
+    return numeric_reference and not re.search(r"\d", text)
 
 
 def _last_good_stdout(action: Action, trajectory: Trajectory) -> str | None:

@@ -26,6 +26,7 @@ from typing import Any
 import pandas as pd
 
 from mappa.core.types import Problem, Trajectory
+from mappa.envs.grading import extract_flexible, grade_answer
 from mappa.envs.outcome_summary import summarize_by_kind
 from mappa.envs.registry import load_env_problems
 from mappa.envs.rollout import roll_out
@@ -105,10 +106,16 @@ def eval_problems(run: Run) -> list[Problem]:
 
 
 def results_frame(trajectories: list[Trajectory]) -> pd.DataFrame:
-    """One row per problem. `seconds`: the trajectory's generation plus sandbox time (problems run batched,
-    so there is no wall-clock time of its own per problem)."""
+    """One row per problem. `correct` is strict (the boxed final answer); `correct_flexible` reads the last
+    action's reply leniently (`extract_flexible`: the last number when nothing is boxed). `seconds`: the
+    trajectory's generation plus sandbox time (problems run batched, so none has a wall-clock time of its
+    own)."""
     rows = []
     for t in trajectories:
+        graded_by_env = "kind" in t.outcome  # DSBench grades files, not a stated answer
+        flexible = t.final_answer  # the strict answer where there is one, else the last number
+        if flexible is None and t.actions and not graded_by_env:
+            flexible = extract_flexible(t.actions[-1].response)
         seconds = sum(
             a.generation_s + (a.tool_result.duration_s if a.tool_result else 0.0) for a in t.actions
         )
@@ -119,6 +126,8 @@ def results_frame(trajectories: list[Trajectory]) -> pd.DataFrame:
                 "gold_answer": t.problem.answer,
                 "final_answer": t.final_answer,
                 "correct": bool(t.correct),
+                "flexible_answer": flexible,
+                "correct_flexible": flexible is not None and grade_answer(flexible, t.problem.answer),
                 "trajectory_id": t.id,
                 "actions": len(t.actions),
                 "seconds": float(seconds),
@@ -190,6 +199,9 @@ def write_evaluation_manifest(
         "temperature": run.config.rollout.eval_temperature,
         "correct": int(results["correct"].sum()),
         "success_rate": float(results["correct"].mean()),
+        "success_rate_flexible": float(results["correct_flexible"].mean())
+        if "correct_flexible" in results
+        else None,
         "by_kind": by_kind,
         "timings": timings,
         "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

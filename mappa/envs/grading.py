@@ -10,7 +10,8 @@ the main thread this module turns those timeouts off and instead refuses to hand
 could take unbounded time (huge powers such as `10^{10^{10}}`, big factorials, very long answers); those
 are graded by string comparison only.
 
-What this module does not do: decide which agent's message holds the final answer, score partial credit,
+`extract_flexible` is the lenient reading (the last number when nothing is boxed), reported beside the strict
+one. What this module does not do: decide which agent's message holds the final answer, score partial credit,
 or judge the reasoning; that belongs to the flows and the coach.
 """
 
@@ -83,6 +84,19 @@ def extract_boxed(text: str | None) -> str | None:
     if close is None:
         return None
     return text[last.end() : close].strip()
+
+
+_LAST_NUMBER_RE = re.compile(r"-?\d[\d,]*(?:\.\d+)?(?:/\d+)?")
+
+
+def extract_flexible(text: str | None) -> str | None:
+    """The flexible reading of a final answer (as lm-eval reports GSM8K's "flexible-extract"): the boxed
+    answer if there is one, else the last number in the text (`1,000` -> `1000`, a trailing `.` dropped)."""
+    boxed = extract_boxed(text)
+    if boxed is not None or not text:
+        return boxed
+    numbers = _LAST_NUMBER_RE.findall(text)
+    return _THOUSANDS_RE.sub("", numbers[-1]).rstrip(".") if numbers else None
 
 
 def normalize_answer(answer: str) -> str:

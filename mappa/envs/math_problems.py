@@ -45,7 +45,7 @@ Maker = Callable[[random.Random, str], Draft]  # (rng, a person's name) -> draft
 
 
 # ---------------------------------------------------------------- arithmetic
-class _Reject(Exception):
+class Reject(Exception):
     """A draft broke a constraint (non-integer, negative, too big); draw again."""
 
 
@@ -68,17 +68,17 @@ def _expr(rng: random.Random, ops: int) -> tuple[str, Fraction, str | None]:
     left_text = f"({left[0]})" if p_left < p_op else left[0]
     right_text = f"({right[0]})" if p_right < p_op or (p_right == p_op and op in "-/") else right[0]
     if value < 0 or value.denominator != 1 or value > 999 or (op == "*" and min(left[1], right[1]) > 12):
-        raise _Reject
+        raise Reject
     return f"{left_text} {op} {right_text}", value, op
 
 
 def _arithmetic(rng: random.Random) -> tuple[Draft, str]:
     ops = rng.choice((2, 2, 3, 3, 4))
     for _ in range(1000):  # most trees break a constraint; retry so arithmetic keeps its share
-        with contextlib.suppress(_Reject):
+        with contextlib.suppress(Reject):
             text, value, _ = _expr(rng, ops)
             return (rng.choice(_ARITH_PHRASES).format(e=text), value, ops, {}), text
-    raise _Reject
+    raise Reject
 
 
 # ---------------------------------------------------------------- word problems
@@ -104,7 +104,7 @@ def _unit_price(rng: random.Random, name: str) -> Draft:
     (_, plural), price = rng.choice(_ITEMS), rng.randint(2, 9)
     known, wanted = rng.randint(2, 6), rng.randint(3, 12)
     if known == wanted:
-        raise _Reject
+        raise Reject
     q = f"{name} sees that {known} {plural} cost ${known * price}."
     q += f" At the same price, how many dollars do {wanted} {plural} cost?"
     return q, price * wanted, 2, {"known": known, "cost": known * price, "wanted": wanted}
@@ -228,7 +228,7 @@ def split_of(signature: str) -> str:
 
 
 def _draw(rng: random.Random) -> tuple[Draft, str, str, str]:
-    """One candidate: (draft, kind, template, signature); raises _Reject when constraints fail."""
+    """One candidate: (draft, kind, template, signature); raises Reject when constraints fail."""
     if rng.random() < _ARITHMETIC_SHARE:
         draft, text = _arithmetic(rng)
         return draft, "arithmetic", "expression", f"arithmetic:{text}"
@@ -255,7 +255,7 @@ def generate_problems(n: int, seed: int, split: str) -> list[Problem]:
             return problems
         try:
             (question, answer, steps, params), kind, template, signature = _draw(rng)
-        except _Reject:
+        except Reject:
             continue
         if signature in seen or split_of(signature) != split or Fraction(answer) <= 0:
             continue

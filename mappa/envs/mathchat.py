@@ -19,6 +19,8 @@ from mappa.agents.tool_calls import extract_python_block
 from mappa.core.types import Action, Problem, ToolResult, Trajectory
 from mappa.envs.feedback import clip, describe_result
 from mappa.envs.grading import extract_boxed, grade_answer
+from mappa.envs.math_levels import load_builtin_source
+from mappa.envs.math_problems import load_problems
 from mappa.envs.registry import EnvSpec, answer_reference
 from mappa.sandbox import SandboxLimits, run_programs_async
 
@@ -131,11 +133,9 @@ def _succeeded(result: ToolResult | None) -> bool:
 
 
 def _load_problems(source: str) -> list[Problem]:
-    """`builtin:<split>` or a JSON/JSONL/Parquet file (local path or fsspec URL)."""
-    from mappa.envs.math_problems import load_builtin, load_problems
-
+    """`builtin:<split>`, `builtin:<split>-level<N>`, or a JSON/JSONL/Parquet file (path or fsspec URL)."""
     if source.startswith("builtin:"):
-        return load_builtin(source.removeprefix("builtin:"))
+        return load_builtin_source(source)
     return load_problems(source)
 
 

@@ -8,9 +8,12 @@ directly: `collective_rpc("reload_weights", weights_iterator=...)` loads them in
 already compiled and serving, with no restart and no files (vLLM's in-place reload, the same call on
 either build).
 
-Sampling: `temperature`, `top_p`, `max_tokens`, stop strings kept in the output, a per-call seed, and the
+Sampling: `temperature`, `top_p`, `max_tokens`, stop strings kept in the output, a seed, and the
 logprob of each sampled token as the model gives it before temperature (vLLM's raw logprobs), which is what
-`Generation.logprobs` means. On CPU vLLM needs `VLLM_CPU_KVCACHE_SPACE` (GiB of KV cache, default here 1)
+`Generation.logprobs` means. The seed is per request on GPUs; on CPU the call seeds torch's global
+generator instead, since vLLM's CPU build crashes ("CPU Generator does not use offset") when a chunked
+prefill (a batch past `max_num_batched_tokens`, 4096 by default) rewinds a per-request seeded generator.
+On CPU vLLM needs `VLLM_CPU_KVCACHE_SPACE` (GiB of KV cache, default here 1)
 and `OMP_NUM_THREADS` set to the cores it may use (PITFALLS.md); the first start compiles (1-2 minutes)
 unless `engine.enforce_eager`.
 
@@ -83,6 +86,9 @@ class VLLMEngine(Engine):
         self._sampling = vllm.SamplingParams
 
     def generate(self, prompts: list[str], params: SamplingParams) -> list[Generation]:
+        per_request_seed = params.seed if torch.cuda.is_available() else None
+        if params.seed is not None and per_request_seed is None:
+            torch.manual_seed(params.seed)  # the in-process engine samples from torch's global generator
         sampling = self._sampling(
             temperature=params.temperature,
             top_p=params.top_p,
@@ -90,9 +96,18 @@ class VLLMEngine(Engine):
             stop=list(params.stop) or None,
             include_stop_str_in_output=True,
             logprobs=0,  # the sampled token's own logprob
-            seed=params.seed,
+            seed=per_request_seed,
         )
-        outputs = self.llm.generate(prompts, sampling, use_tqdm=False)
+        try:
+            outputs = self.llm.generate(prompts, sampling, use_tqdm=False)
+        except RuntimeError as error:
+            if "does not use offset" not in str(error):
+                raise
+            raise RuntimeError(
+                "vLLM's CPU build cannot rewind a per-request seeded generator after a chunked prefill "
+                "(a batch larger than max_num_batched_tokens); mappa seeds the CPU engine per call "
+                "instead, so this request carried a seed from elsewhere: drop SamplingParams.seed on CPU"
+            ) from error
         return [self._generation(output) for output in outputs]
 
     @staticmethod

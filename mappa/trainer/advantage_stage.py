@@ -1,9 +1,12 @@
 """The advantages stage: trajectories + scores -> experiences.parquet (REINFORCE++, `mappa.core.advantages`).
 
-Old logprobs (the policy that sampled, recomputed in fp32 by the agent's worker) and reference logprobs are
-computed for every action of every trainable agent; then the pure core turns scores and logprobs into KL,
-token rewards, returns and whitened advantages (scope `agent`: per agent; `global`: all together). Actions
-of frozen agents are scored but produce no experience. Skipped when its manifest matches.
+Reference logprobs are computed for every action of every trainable agent, and old logprobs (the policy
+that sampled) either recomputed in fp32 by the agent's worker or taken from the rollout (`algo.old_logprobs`;
+`auto` takes the rollout's where they are the same numbers: the HF engine on the trainer's fp32 weights).
+When recomputed, the manifest's `logprob_mismatch` holds the per-agent gap to the rollout's logprobs.
+Then the pure core turns scores and logprobs into KL, token rewards, returns and whitened advantages
+(scope `agent`: per agent; `global`: all together). Actions of frozen agents are scored but produce no
+experience. Skipped when its manifest matches.
 """
 
 from __future__ import annotations
@@ -30,8 +33,12 @@ def join_scores(actions: pd.DataFrame, scores: pd.DataFrame) -> pd.DataFrame:
     return merged
 
 
-def fetch_logprobs(run: Run, iteration: int, frame: pd.DataFrame) -> dict[str, list[list[float]]]:
-    """Old (policy) and reference logprobs per row, from each agent's worker, in frame order."""
+def fetch_logprobs(
+    run: Run, iteration: int, frame: pd.DataFrame, recompute_old: bool = True
+) -> dict[str, list[list[float]]]:
+    """Old (policy) and reference logprobs per row, from each agent's worker, in frame order. Without
+    `recompute_old` the old logprobs are the rollout's own (`frame["logprobs"]`) and only the reference
+    pass runs."""
     workers = agent_workers(run, iteration)
     old: list[Any] = [None] * len(frame)
     ref: list[Any] = [None] * len(frame)
@@ -40,16 +47,30 @@ def fetch_logprobs(run: Run, iteration: int, frame: pd.DataFrame) -> dict[str, l
         prompts = [list(map(int, frame.iloc[p]["prompt_token_ids"])) for p in positions]
         responses = [list(map(int, frame.iloc[p]["response_token_ids"])) for p in positions]
         worker = workers[agent]
-        old_rows, ref_rows = ray.get(
-            [
-                worker.logprobs.remote(prompts, responses, "policy"),
-                worker.logprobs.remote(prompts, responses, "ref"),
-            ]
-        )
+        calls = [worker.logprobs.remote(prompts, responses, "ref")]
+        if recompute_old:
+            calls.append(worker.logprobs.remote(prompts, responses, "policy"))
+        ref_rows, *old_rows = ray.get(calls)
         ray.get(worker.release_memory.remote())  # once both passes are done: the next agent needs it
-        for p, o, r in zip(positions, old_rows, ref_rows):
-            old[p], ref[p] = o, r
+        sampled = [list(map(float, frame.iloc[p]["logprobs"])) for p in positions]
+        for i, p in enumerate(positions):
+            old[p], ref[p] = (old_rows[0][i] if recompute_old else sampled[i]), ref_rows[i]
     return {"old": old, "ref": ref}
+
+
+def logprob_mismatch(frame: pd.DataFrame, old: list[list[float]]) -> dict[str, dict[str, float]]:
+    """Per agent, how far the rollout's sampling logprobs are from the recomputed old ones: mean and max
+    absolute difference per token (verl's and prime-rl's rollout/trainer mismatch)."""
+    out = {}
+    for agent, rows in frame.groupby("agent").groups.items():
+        diffs = [
+            abs(float(a) - float(b))
+            for r in rows
+            for a, b in zip(frame.loc[r, "logprobs"], old[frame.index.get_loc(r)], strict=True)
+        ]
+        if diffs:
+            out[str(agent)] = {"mean_abs": sum(diffs) / len(diffs), "max_abs": max(diffs)}
+    return out
 
 
 def compute_experiences(frame: pd.DataFrame, old: list, ref: list, run: Run) -> pd.DataFrame:
@@ -104,7 +125,10 @@ def _compute_iteration_advantages(run: Run, iteration: int) -> dict[str, Any]:
     frame = join_scores(actions, scores)
     frame = frame[frame["agent"].isin(trainable) & (frame["response_token_ids"].map(len) > 0)]
     frame = frame.reset_index(drop=True)
-    logprobs = fetch_logprobs(run, iteration, frame)
+    config = run.config
+    source = config.algo.resolved_old_logprobs(config.engine, config.trainer)
+    logprobs = fetch_logprobs(run, iteration, frame, recompute_old=source == "recompute")
+    mismatch = logprob_mismatch(frame, logprobs["old"]) if source == "recompute" else None
     experiences = compute_experiences(frame, logprobs["old"], logprobs["ref"], run)
     run.store.write_parquet(experiences, *run.output_parts(iteration, "advantages"))
     kl = experiences.groupby("agent")["kl"].apply(
@@ -116,4 +140,6 @@ def _compute_iteration_advantages(run: Run, iteration: int) -> dict[str, Any]:
         rows=len(experiences),
         timings={"total_s": time.perf_counter() - started},
         mean_kl=kl.to_dict(),
+        old_logprobs=source,
+        logprob_mismatch=mismatch,
     )

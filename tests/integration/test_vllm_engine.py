@@ -60,6 +60,19 @@ def test_generates_with_the_models_own_logprobs_and_takes_new_weights_in_place(e
         assert generation.logprobs == pytest.approx(hf_logprobs(model, generation), abs=1e-3)
 
 
+def test_a_seeded_batch_larger_than_the_prefill_budget_generates_and_repeats(engine):
+    """48 prompts of about 400 tokens pass vLLM's 4096-token prefill budget, so some prefills are chunked;
+    with per-request seeds vLLM's CPU build crashed there ("CPU Generator does not use offset"). The CPU
+    engine seeds per call instead: the batch generates, and the same seed gives the same samples."""
+    prompts = [f"Problem {i}: " + "add the numbers 3 and 4 " * 70 for i in range(48)]
+    params = SamplingParams(temperature=1.0, max_new_tokens=4, seed=11)
+    first = engine.generate(prompts, params)
+    assert len(first) == 48 and min(len(g.prompt_token_ids) for g in first) > 350
+    assert sum(len(g.prompt_token_ids) for g in first) > 4096
+    again = engine.generate(prompts, params)
+    assert [g.token_ids for g in again] == [g.token_ids for g in first]
+
+
 def test_a_stop_string_ends_the_generation_and_is_kept(engine):
     free = engine.generate(["Count: 1, 2,"], SamplingParams(temperature=0.0, max_new_tokens=24))[0]
     stop = free.text[3:8]  # a piece of what it says anyway, greedy

@@ -266,16 +266,16 @@ def _rules(scores: list[ActionScore]) -> list[tuple[str, float]]:
 
 def test_rubric_without_ground_truth_judges_actions_alone():
     good = _rubric(_trajectory(correct=False), use_ground_truth=False)  # outcome is not looked at
-    assert _rules(good) == [("solver.reasoned", 6), ("executor.printed", 7), ("verifier.agrees", 7)]
+    assert _rules(good) == [("solver.reasoned", 6), ("executor.printed", 7), ("verifier.agrees", 8)]
     assert all(not s.used_ground_truth and s.coach_model == "rubric:mathchat" for s in good)
     disagree = _rubric(_trajectory(verifier="\\boxed{20}", final="20"), use_ground_truth=False)
-    assert _rules(disagree)[2] == ("verifier.disagrees", 4)
+    assert _rules(disagree)[2] == ("verifier.disagrees", 3)
     crashed = _rubric(_trajectory(executor_result=_ran("", "NameError", exit_code=1)), use_ground_truth=False)
-    assert _rules(crashed)[1:] == [("executor.crashed", 2), ("verifier.unchecked", 6)]
+    assert _rules(crashed)[1:] == [("executor.crashed", 2), ("verifier.unchecked", 5)]
     empty = _rubric(
         _trajectory(solver="  ", verifier="I think it is 14.", final=None), use_ground_truth=False
     )
-    assert _rules(empty)[0] == ("solver.empty", 0) and _rules(empty)[2] == ("verifier.no_boxed", 0)
+    assert _rules(empty)[0] == ("solver.empty", 0) and _rules(empty)[2] == ("verifier.unboxed_agrees", 2)
 
 
 @pytest.mark.parametrize(
@@ -318,7 +318,11 @@ def test_rubric_with_ground_truth_follows_the_outcome():
         ),
         use_ground_truth=True,
     )
-    assert _rules(led) == [("solver.gt_led_wrong", 2), ("executor.gt_led_wrong", 2), ("verifier.gt_wrong", 1)]
+    assert _rules(led) == [
+        ("solver.gt_led_wrong", 2),
+        ("executor.gt_led_wrong", 2),
+        ("verifier.gt_reported", 3),  # it reported what the program printed: the fault is upstream
+    ]
     # The code printed the reference but the verifier boxed something else: upstream keeps its credit.
     upstream_right = _rubric(
         _trajectory(verifier="\\boxed{20}", final="20", correct=False), use_ground_truth=True
@@ -387,12 +391,12 @@ def test_score_trajectories_and_bias_report():
     scores = asyncio.run(score_trajectories(build_coach(config), trajectories, ROLES, config))
     assert [s.action_id for s in scores] == ["ok/0", "ok/1", "ok/2", "bad/0", "bad/1", "bad/2"]
     report = coach_bias_report(scores, trajectories)
-    assert report["mean_by_agent"] == {"executor": 5.5, "solver": 5.5, "verifier": 5.5}
+    assert report["mean_by_agent"] == {"executor": 5.5, "solver": 5.5, "verifier": 6.5}
     assert report["mean_correct"] == pytest.approx(28 / 3) and report["mean_incorrect"] == pytest.approx(
-        5 / 3
+        7 / 3
     )
-    assert report["gap"] == pytest.approx(23 / 3)
-    assert report["mean_by_agent_and_outcome"]["verifier"] == {"correct": 10.0, "incorrect": 1.0}
+    assert report["gap"] == pytest.approx(21 / 3)
+    assert report["mean_by_agent_and_outcome"]["verifier"] == {"correct": 10.0, "incorrect": 3.0}
     assert report["n_correct_trajectories"] == 1 and report["parse_status_counts"] == {"ok": 6}
     assert report["used_ground_truth_fraction"] == 1.0 and report["fallback_fraction"] == 0.0
     with pytest.raises(ValueError, match="trajectories not given"):

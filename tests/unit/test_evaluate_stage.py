@@ -24,6 +24,8 @@ def test_one_results_row_per_problem(trajectory):
             "gold_answer": "4",
             "final_answer": "4",
             "correct": True,
+            "flexible_answer": "4",
+            "correct_flexible": True,
             "trajectory_id": "t1",
             "actions": 4,
             "seconds": pytest.approx(0.25),  # generation 0 s + two sandbox runs (0.05 s, 0.2 s)

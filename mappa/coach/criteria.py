@@ -1,0 +1,87 @@
+"""A coach that asks a local model one yes/no question per criterion and reads the answer's probability.
+
+A small model (SmolLM2-135M) cannot weigh a whole action on a 0-10 scale: its score-token distribution
+(`mappa.coach.expected`) barely tracks the rubric (per-agent r between -0.49 and -0.02 on the demo's
+actions). A narrower question is easier: "Does the agent's output end with a number inside \\boxed{}?".
+For each action this coach shows the model the action (the template's context, the part before
+`<<scoring>>`), asks each of its seat's questions (the template's `<<criteria>>` section) in turn, and
+reads the next-token probabilities of "Yes" and "No" at the start of the answer:
+
+    p_i = P(Yes) / (P(Yes) + P(No))   for criterion i of the seat;   score = 10 * mean_i p_i
+
+The rationale lists every question's p. A seat without criteria gets the neutral 5 (and parse_status
+`fallback`), so a template that forgets one is visible in the score stage's parse statistics.
+
+Not covered: weights per criterion, answers in the model's own words (use `scoring: generate`).
+"""
+
+from __future__ import annotations
+
+import math
+
+from mappa.coach.expected import LogprobFn
+from mappa.coach.prompt import CoachRequest, PromptTemplate
+from mappa.core.types import ActionScore
+
+ANSWERS = ["Yes", "No"]
+QUESTION_FORMAT = "\n\nQUESTION: {question}\nAnswer with Yes or No only."
+NEUTRAL_SCORE = 5.0
+
+
+def yes_probability(yes_logprob: float, no_logprob: float) -> float:
+    """P(Yes) renormalised over the two answers."""
+    top = max(yes_logprob, no_logprob)
+    yes, no = math.exp(yes_logprob - top), math.exp(no_logprob - top)
+    return yes / (yes + no)
+
+
+def question_chat(request: CoachRequest, question: str) -> list[dict[str, str]]:
+    """The action's context with one question appended to the user message."""
+    if not request.context_messages:
+        raise ValueError(
+            f"request {request.action_id}: coach.scoring=criteria needs a template with a <<criteria>> "
+            f"section (and a <<scoring>> mark); see mappa/coach/templates/mathchat.txt"
+        )
+    *head, user = request.context_messages
+    return [*head, {**user, "content": user["content"] + QUESTION_FORMAT.format(question=question)}]
+
+
+class CriteriaCoach:
+    """Scores each action with the mean P(Yes) over its seat's yes/no criteria, times 10."""
+
+    def __init__(self, logprob_fn: LogprobFn, model_name: str, template: PromptTemplate) -> None:
+        self.model_name = f"{model_name}:criteria"
+        self._logprob_fn = logprob_fn
+        self._template = template
+
+    async def score(self, requests: list[CoachRequest]) -> list[ActionScore]:
+        asked = [
+            (i, question)
+            for i, request in enumerate(requests)
+            for question in self._template.criteria_for(request.agent)
+        ]
+        chats = [question_chat(requests[i], question) for i, question in asked]
+        rows = await self._logprob_fn(chats, "", ANSWERS, 1) if chats else []
+        answers: dict[int, list[tuple[str, float]]] = {}
+        for (i, question), row in zip(asked, rows, strict=True):
+            answers.setdefault(i, []).append((question, yes_probability(*row[0])))
+        return [self._verdict(request, answers.get(i, [])) for i, request in enumerate(requests)]
+
+    def _verdict(self, request: CoachRequest, answered: list[tuple[str, float]]) -> ActionScore:
+        if answered:
+            value = 10 * sum(p for _, p in answered) / len(answered)
+            rationale = "; ".join(f"P(yes)={p:.2f}: {question}" for question, p in answered)
+            status = "ok"
+        else:
+            value, status = NEUTRAL_SCORE, "fallback"
+            rationale = f"no criteria for seat {request.agent!r} in template {self._template.name!r}"
+        return ActionScore(
+            action_id=request.action_id,
+            trajectory_id=request.trajectory_id,
+            agent=request.agent,
+            score=round(value, 4),
+            rationale=rationale,
+            coach_model=self.model_name,
+            parse_status=status,
+            used_ground_truth=request.used_ground_truth,
+        )

@@ -1,0 +1,83 @@
+"""The yes/no criteria coach (`mappa.coach.criteria`): one question per criterion of the action's seat, the
+score 10 x mean P(Yes), the questions read from the template's <<criteria>> section."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+
+import pytest
+from test_coach import ROLES, _trajectory
+
+from mappa.coach import build_requests
+from mappa.coach.build import build_coach, check_coach_template
+from mappa.coach.criteria import CriteriaCoach, yes_probability
+from mappa.coach.prompt import load_template, parse_template
+from mappa.config import CoachConfig
+
+TEMPLATE = """<<system>>
+Judge.
+<<user>>
+ACTION ${response}
+<<scoring>>
+End with PROCESS_SCORE: <0-10>
+<<criteria>>
+# comment
+solver: Q-solver-1?
+verifier: Q-verifier-1?
+verifier: Q-verifier-2?
+"""
+
+
+def test_template_sections_split_context_scoring_and_criteria():
+    template = parse_template(TEMPLATE)
+    assert template.context == "ACTION ${response}"
+    assert template.user == "ACTION ${response}\n\nEnd with PROCESS_SCORE: <0-10>"
+    assert template.criteria_for("verifier") == ["Q-verifier-1?", "Q-verifier-2?"]
+    assert template.criteria_for("executor") == []
+    with pytest.raises(ValueError, match="criteria line 2 is not `seat: question`"):
+        parse_template(TEMPLATE.replace("# comment", "no colon here"))
+    shipped = load_template("mathchat")
+    assert {seat for seat, _ in shipped.criteria} == {"solver", "executor", "verifier"}
+    assert "PROCESS_SCORE" not in shipped.context and "PROCESS_SCORE" in shipped.user
+
+
+def test_scores_are_ten_times_the_mean_yes_probability_per_seat():
+    template = parse_template(TEMPLATE)
+    asked = []
+
+    async def logprob_fn(chats, prefix, candidates, positions):
+        asked.extend(chat[-1]["content"].split("QUESTION: ")[1].split("\n")[0] for chat in chats)
+        assert (prefix, candidates, positions) == ("", ["Yes", "No"], 1)
+        assert all("PROCESS_SCORE" not in chat[-1]["content"] for chat in chats)
+        p_yes = {"Q-solver-1?": 0.8, "Q-verifier-1?": 0.9, "Q-verifier-2?": 0.3}
+        return [[[math.log(p_yes[q]), math.log(1 - p_yes[q])]] for q in asked[-len(chats) :]]
+
+    requests = build_requests(_trajectory(), "task", ROLES, template, False)
+    scores = asyncio.run(CriteriaCoach(logprob_fn, "m", template).score(requests))
+    assert asked == ["Q-solver-1?", "Q-verifier-1?", "Q-verifier-2?"]  # the executor has no criteria
+    assert [s.score for s in scores] == [pytest.approx(8.0), 5.0, pytest.approx(6.0)]
+    assert [s.parse_status for s in scores] == ["ok", "fallback", "ok"]
+    assert "P(yes)=0.90: Q-verifier-1?" in scores[2].rationale and scores[2].coach_model == "m:criteria"
+
+
+def test_yes_probability_renormalises_over_the_two_answers():
+    assert yes_probability(math.log(0.02), math.log(0.06)) == pytest.approx(0.25)
+    assert yes_probability(-1000.0, -1000.0) == pytest.approx(0.5)
+
+
+def test_criteria_scoring_needs_a_template_with_criteria(tmp_path):
+    bare = tmp_path / "bare.txt"
+    bare.write_text("<<system>>\nJudge.\n<<user>>\n${response}\nPROCESS_SCORE: <0-10>\n")
+    config = CoachConfig(type="local", scoring="criteria", template=str(bare))
+    with pytest.raises(ValueError, match="no <<criteria>> section"):
+        check_coach_template(config)
+    check_coach_template(CoachConfig(type="local", scoring="criteria"))  # the shipped mathchat template
+
+    async def no_logprobs(chats, prefix, candidates, positions):
+        raise AssertionError("not called")
+
+    coach = build_coach(CoachConfig(type="local", scoring="criteria"), logprob_fn=no_logprobs)
+    assert isinstance(coach, CriteriaCoach)
+    with pytest.raises(ValueError, match="needs coach.type=local"):
+        CoachConfig(type="rubric", scoring="criteria")

@@ -1,0 +1,59 @@
+"""The difficulty dial (`mappa.envs.math_levels`): disjoint splits, exact answers, determinism, loading."""
+
+from __future__ import annotations
+
+import re
+from fractions import Fraction
+
+import pytest
+
+from mappa.envs.math_levels import LEVEL1_TEMPLATES, generate_level, load_builtin_source
+from mappa.envs.math_problems import load_builtin
+
+NUMBER = re.compile(r"\d+")
+
+
+@pytest.mark.parametrize("level", [1, 2])
+def test_levels_have_full_disjoint_splits_and_are_deterministic(level):
+    train = load_builtin_source(f"builtin:train-level{level}")
+    held_out = load_builtin_source(f"builtin:eval-level{level}")
+    assert (len(train), len(held_out)) == (256, 64)
+    assert not {p.question for p in train} & {p.question for p in held_out}
+    assert not {p.id for p in train} & {p.id for p in held_out}
+    assert all(p.meta["level"] == level and p.meta["difficulty"] == level for p in train + held_out)
+    assert [p.question for p in generate_level(level, "eval")] == [p.question for p in held_out]
+
+
+def _level1_value(question: str, template: str) -> int:
+    a, b = (int(n) for n in NUMBER.findall(question)[:2])
+    return {"sum": a + b, "buys_more": a + b, "difference": a - b, "gives_away": a - b}.get(template, a * b)
+
+
+def test_level1_is_one_step_with_exact_answers():
+    problems = load_builtin_source("builtin:train-level1") + load_builtin_source("builtin:eval-level1")
+    assert {p.meta["template"] for p in problems} == set(LEVEL1_TEMPLATES)
+    for problem in problems:
+        assert len(NUMBER.findall(problem.question)) == 2, problem.question
+        assert int(problem.answer) == _level1_value(problem.question, problem.meta["template"]) > 0
+
+
+def test_level2_arithmetic_answers_are_exact():
+    for problem in load_builtin_source("builtin:train-level2"):
+        if problem.meta["template"] == "two_operators":
+            expression = re.search(r"(?:is|Compute|Calculate) (.+?)[?.]$", problem.question).group(1)
+            a, b, c = (int(n) for n in NUMBER.findall(expression))
+            value = {"+*": a + b * c, "*-": a * b - c, "(+)*": (a + b) * c, "-+": a - b + c}[
+                re.sub(r"[\d\s]", "", expression)
+            ]
+            assert Fraction(problem.answer) == value
+        else:  # the two-step word templates of the level-3 generator, whose answers its tests check
+            assert problem.meta["difficulty"] <= 2
+
+
+def test_level3_is_the_shipped_mix_and_bad_sources_name_the_forms():
+    assert load_builtin_source("builtin:train-level3") == load_builtin("train")
+    assert load_builtin_source("builtin:eval") == load_builtin("eval")
+    with pytest.raises(ValueError, match="builtin:train-level1"):
+        load_builtin_source("builtin:train-level9")
+    with pytest.raises(ValueError, match="unknown built-in problem set"):
+        load_builtin_source("builtin:test")
