@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import os
 import time
@@ -45,7 +46,7 @@ def make_agents(model_name: str, temperature: float, max_new_tokens: int) -> dic
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from mappa.agents.agent import Agent
-    from mappa.envs.mathchat import ROLES
+    from mappa.envs.mathchat import ROLES, STOPS
     from mappa.inference.engine import SamplingParams
     from mappa.inference.hf import HFEngine
     from mappa.inference.prepare import resolve_model
@@ -65,7 +66,10 @@ def make_agents(model_name: str, temperature: float, max_new_tokens: int) -> dic
         return [(p, g, seconds) for p, g in zip(prompts, generations)]
 
     params = SamplingParams(temperature=temperature, max_new_tokens=max_new_tokens, seed=0)
-    return {seat: Agent(seat, role, chat, params) for seat, role in ROLES.items()}
+    return {
+        seat: Agent(seat, role, chat, dataclasses.replace(params, stop=STOPS.get(seat, ())))
+        for seat, role in ROLES.items()
+    }
 
 
 def seat_figures(trajectories) -> dict[str, float]:

@@ -1,31 +1,30 @@
-"""Does the coach's signal improve the agents? MathChat under three reward sources, evaluated held out.
+"""Does the coach's signal make the team better? MathChat under several reward sources, evaluated held out.
 
-Trains the three MathChat agents (SmolLM2-135M-Instruct each, the CPU demo's config) for N iterations under
-each reward source, with the same problems per iteration and the same sampling seed across sources, and
-evaluates the team's success rate greedily on the held-out split at iteration 0 (the base model), after
-N/2 iterations and after N:
+Trains the three MathChat agents (SmolLM2-135M-Instruct each, `configs/mathchat-cpu-learn.yaml`: one-step
+problems, 32 trajectories per iteration) under each reward source at equal samples (the same problems,
+sampling seeds and updates per iteration), and evaluates the team greedily on held-out problems before
+training (the base model, shared by every run: the same weights, greedy) and after the last iteration:
 
-    llm       the local SmolLM2 coach (probability-weighted score tokens, `coach.scoring=expected`)
-    rubric    the rubric coach's explicit rules, with ground truth (`mappa.coach.rubric`)
+    rubric    the rubric coach's explicit rules with ground truth (`mappa.coach.rubric`): a process coach
+    llm       the local SmolLM2 coach with ground truth, yes/no criteria (`coach.scoring=criteria`)
     outcome   outcome only: the trajectory's correctness (10 or 0) given to every action
+    rubric-nogt  (optional) the rubric without ground truth: it judges each action alone
 
-For each source and seed it records the success rates, the share of held-out problems that got a final
-answer at all (a signal below success), the coach's mean score per agent and the KL per agent after each
-iteration; it prints a table of mean and spread over seeds, writes JSON (`--out`) and a plot (`--plot`;
-one line per source, bars for the half-range over seeds: held-out success against iterations trained, the
-mean training score and the mean KL per iteration; `--replot` redraws table and plot from the JSON). It
-checks first that the evaluation split shares no problem with the training split.
+Held-out success is reported strictly (the verifier's `\\boxed{}` answer, as the trainer grades it) and
+flexibly (else its last number, as lm-eval's GSM8K "flexible-extract"). `--eval-data FILE` evaluates on a
+JSONL file of `problem`/`answer` rows instead of the config's held-out split.
 
-Each run is a real `mappa train` in a subprocess (its own Ray and Prefect), so a run can be inspected
-afterwards with `mappa inspect RUN --root ROOT`; runs already finished under `--root` are reused (`mappa
-train` skips finished stages), so an interrupted benchmark continues where it stopped.
+Output: a table (mean and half-range over seeds), JSON (`--out`) whose `summary` is a list of rows
+`{source, seed, iteration, heldout_success, heldout_success_flexible, heldout_n}` (iteration = updates
+trained; success a fraction), and a plot beside it (`--plot`): held-out success and the mean training
+score per iteration, one line per source, bars for the seed spread. `--replot` redraws both from the JSON.
 
-Default size: 2 iterations x 4 problems x 2 seeds x 3 sources, 8 evaluation problems, 64 new tokens,
-lr 1e-5: about 70 minutes on a quiet 2-core CPU (measured 2026-11-30: a rubric or outcome run about 10
-minutes, an LLM-coach run about 13, the base model's evaluation 2). Larger settings (the paper's regime,
-on GPUs, with a bigger model in the config): `--iterations 20 --problems 32 --eval-problems 64
---max-new-tokens 512 --seeds 0 1 2`.
+Each run is a real `mappa train` in a subprocess (its own Ray and Prefect), inspectable afterwards with
+`mappa inspect RUN --root ROOT`; runs already finished under `--root` are reused (finished stages are
+skipped), so an interrupted benchmark continues where it stopped. The script first checks that the
+evaluation problems share none with the training split.
 
+Default size, and its time on this 2-core CPU machine: see BENCHMARKS.md ("Does it learn?").
 Not covered: significance testing (2 seeds give a spread, not a confidence interval), other envs.
 """
 
@@ -42,41 +41,58 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 SOURCES = {
-    "llm": ["coach.type=local", "coach.scoring=expected", "coach.use_ground_truth=true"],
-    "rubric": ["coach.type=rubric", "coach.scoring=generate", "coach.use_ground_truth=true"],
-    "outcome": ["coach.type=outcome", "coach.scoring=generate"],
+    "rubric": ["coach.type=rubric", "coach.use_ground_truth=true"],
+    "llm": ["coach.type=local", "coach.scoring=criteria", "coach.use_ground_truth=true"],
+    "outcome": ["coach.type=outcome"],
+    "rubric-nogt": ["coach.type=rubric", "coach.use_ground_truth=false"],
 }
+DEFAULT_SOURCES = ["rubric", "llm", "outcome"]
 
 
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--config", default=str(REPO / "configs" / "mathchat-cpu.yaml"))
-    parser.add_argument("--iterations", type=int, default=2)
-    parser.add_argument("--problems", type=int, default=4, help="problems per iteration")
-    parser.add_argument("--eval-problems", type=int, default=8)
-    parser.add_argument("--max-new-tokens", type=int, default=64)
-    parser.add_argument("--lr", type=float, default=1e-5)
+    parser.add_argument("--config", default=str(REPO / "configs" / "mathchat-cpu-learn.yaml"))
+    parser.add_argument("--iterations", type=int, help="default: the config's")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
-    parser.add_argument("--sources", nargs="+", default=list(SOURCES), choices=list(SOURCES))
-    parser.add_argument("--set", action="append", default=[], help="more config overrides, e.g. agents.*")
+    parser.add_argument("--sources", nargs="+", default=DEFAULT_SOURCES, choices=list(SOURCES))
+    parser.add_argument("--eval-data", help="a JSONL file of problem/answer rows to evaluate on")
+    parser.add_argument("--eval-problems", type=int, help="default: the config's rollout.eval_problems")
+    parser.add_argument("--set", action="append", default=[], help="more config overrides (a.b=value)")
     parser.add_argument("--root", default=str(REPO / "benchmarks" / "runs" / "learning"))
     parser.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "learning.json"))
-    parser.add_argument("--plot", default=str(REPO / "benchmarks" / "results" / "learning.png"))
+    parser.add_argument("--plot", help="default: --out with .png")
     parser.add_argument("--replot", action="store_true", help="table and plot from --out's JSON; no runs")
-    return parser.parse_args()
+    args = parser.parse_args()
+    args.plot = args.plot or str(Path(args.out).with_suffix(".png"))
+    return args
 
 
-def check_splits_disjoint(config_path: str) -> dict[str, int]:
+def common_overrides(args: argparse.Namespace) -> list[str]:
+    """What every run of this benchmark shares: evaluation after the last iteration only, on --eval-data."""
+    from mappa.config import load_config
+
+    config = load_config(args.config, args.set)
+    iterations = args.iterations or config.iterations
+    sets = [f"iterations={iterations}", f"rollout.eval_every={iterations}", f"storage.root={args.root}"]
+    if args.eval_data:
+        sets.append(f"env.eval_data={Path(args.eval_data).resolve()}")
+    if args.eval_problems:
+        sets.append(f"rollout.eval_problems={args.eval_problems}")
+    return [*sets, *args.set]
+
+
+def check_splits_disjoint(config_path: str, overrides: list[str]) -> dict[str, int]:
     from mappa.config import load_config
     from mappa.envs.registry import load_env_problems
 
-    env = load_config(config_path, []).env
-    train = load_env_problems(env.type, env.train_data)
-    held_out = load_env_problems(env.type, env.eval_data)
-    shared_ids = {p.id for p in train} & {p.id for p in held_out}
-    shared_text = {p.question.strip() for p in train} & {p.question.strip() for p in held_out}
-    if shared_ids or shared_text:
-        raise SystemExit(f"the eval split shares {len(shared_ids | shared_text)} problems with training")
+    config = load_config(config_path, overrides)
+    train = load_env_problems(config.env.type, config.env.train_data)
+    held_out = load_env_problems(config.env.type, config.env.eval_data)[: config.rollout.eval_problems]
+    shared = {p.question.strip() for p in train} & {p.question.strip() for p in held_out}
+    if shared:
+        raise SystemExit(
+            f"the evaluation problems share {len(shared)} with training, e.g. {sorted(shared)[0]!r}"
+        )
     return {"train_problems": len(train), "eval_problems": len(held_out), "shared": 0}
 
 
@@ -87,63 +103,68 @@ def mappa(*args: str) -> None:
     subprocess.run(command, check=True, cwd=REPO, env={**os.environ, "PYTHONUNBUFFERED": "1"})
 
 
-def overrides(args: argparse.Namespace, source: str, seed: int) -> list[str]:
-    every = max(1, args.iterations // 2)
-    common = [
-        f"seed={seed}",
-        f"iterations={args.iterations}",
-        f"rollout.problems_per_iteration={args.problems}",
-        f"rollout.eval_problems={args.eval_problems}",
-        f"rollout.max_new_tokens={args.max_new_tokens}",
-        f"rollout.eval_every={every}",
-        f"trainer.lr={args.lr}",
-        f"storage.root={args.root}",
-        f"name=learning-{source}-s{seed}",
-        "engine.type=hf",  # as when these runs began (the demo config moved to vLLM since); the same samples
-        "engine.shared=false",
-    ]
-    return [*common, *SOURCES[source], *args.set]
+def run_id(source: str, seed: int) -> str:
+    return f"learning-{source}-s{seed}"
 
 
-def train_one(args: argparse.Namespace, source: str, seed: int) -> str:
-    run_id = f"learning-{source}-s{seed}"
-    sets = [part for item in overrides(args, source, seed) for part in ("--set", item)]
-    mappa("train", args.config, "--run-id", run_id, *sets)
-    return run_id
+def train_one(args: argparse.Namespace, common: list[str], source: str, seed: int) -> str:
+    sets = [*common, f"seed={seed}", f"name={run_id(source, seed)}", *SOURCES[source]]
+    mappa("train", args.config, "--run-id", run_id(source, seed), *[x for s in sets for x in ("--set", s)])
+    return run_id(source, seed)
 
 
-def evaluate_base(args: argparse.Namespace, run_id: str) -> None:
+def evaluate_base(args: argparse.Namespace, run: str) -> None:
     from mappa.envs.evaluate_stage import evaluation_complete
     from mappa.storage.run import Run
 
-    if not evaluation_complete(Run.open(args.root, run_id), -1):
-        mappa("evaluate", run_id, "--root", args.root, "--iteration", "-1")
+    if not evaluation_complete(Run.open(args.root, run), -1):
+        mappa("evaluate", run, "--root", args.root, "--iteration", "-1")
 
 
-def collect(args: argparse.Namespace, run_id: str) -> dict:
-    """Success per evaluated checkpoint (-1: base) and per-iteration coach scores and KL per agent."""
+def evaluation(args: argparse.Namespace, run_name: str, iteration: int) -> dict | None:
+    """Strict and flexible held-out success of checkpoint `iteration` (-1: base), if evaluated."""
     from mappa.envs.evaluate_stage import evaluation_complete, evaluation_parts
+    from mappa.storage.run import Run
+
+    run = Run.open(args.root, run_name)
+    if not evaluation_complete(run, iteration):
+        return None
+    results = run.store.read_parquet(*evaluation_parts(run, iteration, "results.parquet"))
+    return {
+        "heldout_success": float(results["correct"].mean()),
+        "heldout_success_flexible": float(results["correct_flexible"].mean()),
+        "heldout_n": len(results),
+    }
+
+
+def training_curves(args: argparse.Namespace, run_name: str) -> dict:
+    """Per iteration: mean coach score, KL and training success per agent; the run's stage times."""
     from mappa.storage.curves import run_curves
     from mappa.storage.run import Run
 
-    run = Run.open(args.root, run_id)
-    success, answered = {}, {}
-    for iteration in range(-1, args.iterations):
-        if evaluation_complete(run, iteration):
-            manifest = run.store.read_json(*evaluation_parts(run, iteration, "_manifest.json"))
-            success[iteration + 1] = manifest["success_rate"]  # keyed by iterations trained
-            results = run.store.read_parquet(*evaluation_parts(run, iteration, "results.parquet"))
-            answered[iteration + 1] = float(results["final_answer"].notna().mean())
-    curves = run_curves(run)
-    per_agent = {
-        agent: {
-            "mean_score": group["mean_score"].tolist(),
-            "kl": group["kl"].tolist(),
-            "train_success_rate": group["success_rate"].tolist(),
-        }
-        for agent, group in curves.sort_values("iteration").groupby("agent")
+    run = Run.open(args.root, run_name)
+    curves = run_curves(run).sort_values("iteration")
+    agents = {
+        agent: {"mean_score": g["mean_score"].tolist(), "kl": g["kl"].tolist()}
+        for agent, g in curves.groupby("agent")
     }
-    return {"run_id": run_id, "eval_success": success, "eval_answered": answered, "agents": per_agent}
+    stage_s = {}
+    for iteration in range(run.completed_iterations()):
+        for stage in ("rollout", "score", "advantages", "update"):
+            manifest = run.store.read_json(*run.output_parts(iteration, stage)[:-1], "_manifest.json")
+            stage_s.setdefault(stage, []).append(round(manifest["timings"]["total_s"], 1))
+    success = curves.groupby("iteration")["success_rate"].first().tolist()
+    return {"agents": agents, "train_success": success, "stage_s": stage_s}
+
+
+def summary_rows(args, runs: dict[tuple[str, int], str], iterations: int, base: dict) -> list[dict]:
+    rows = []
+    for (source, seed), name in runs.items():
+        rows.append({"source": source, "seed": seed, "iteration": 0, **base})
+        final = evaluation(args, name, iterations - 1)
+        if final is not None:
+            rows.append({"source": source, "seed": seed, "iteration": iterations, **final})
+    return rows
 
 
 def mean_and_spread(values: list[float]) -> tuple[float, float]:
@@ -151,107 +172,85 @@ def mean_and_spread(values: list[float]) -> tuple[float, float]:
     return statistics.fmean(values), (max(values) - min(values)) / 2
 
 
-def summarize(results: dict[str, list[dict]], base: float | None) -> dict[str, dict]:
-    summary = {}
-    for source, runs in results.items():
-        points: dict[int, list[float]] = {}
-        for result in runs:
-            for trained, rate in result["eval_success"].items():
-                points.setdefault(int(trained), []).append(rate)
-        if base is not None:
-            points.setdefault(0, [base] * len(runs))
-        summary[source] = {
-            str(k): dict(zip(("mean", "spread"), mean_and_spread(v)), values=v)
-            for k, v in sorted(points.items())
-        }
-    return summary
-
-
-def print_table(summary: dict[str, dict], results: dict[str, list[dict]]) -> None:
-    checkpoints = sorted({int(k) for s in summary.values() for k in s})
-    header = "source    " + "".join(f"  after {k} it.    " for k in checkpoints)
-    print("\nheld-out success rate (greedy), mean ± half-range over seeds")
-    print(header)
-    for source, points in summary.items():
-        cells = "".join(
-            f"  {points[str(k)]['mean']:6.1%} ± {points[str(k)]['spread']:5.1%}  "
-            if str(k) in points
-            else " " * 19
-            for k in checkpoints
-        )
-        print(f"{source:<10}{cells}")
-    print("\nheld-out problems with a final answer at all (\\boxed{}), per run, by iterations trained")
-    for source, runs in results.items():
-        cells = "; ".join(
-            ", ".join(f"{k}: {v:.0%}" for k, v in sorted(r["eval_answered"].items())) for r in runs
-        )
-        print(f"{source:<10}{cells}")
-    print("\nper agent after the last iteration: coach mean score / KL (first seed)")
-    for source, runs in results.items():
-        agents = runs[0]["agents"]
-        cells = ", ".join(
-            f"{a} {v['mean_score'][-1]:.2f} / {v['kl'][-1]:.2e}" for a, v in sorted(agents.items())
-        )
-        print(f"{source:<10}{cells}")
-
-
-def per_iteration(results: dict[str, list[dict]], metric: str) -> dict[str, dict[int, list[float]]]:
-    """Per source and iteration: `metric` (mean_score or kl) averaged over the agents, one value per run."""
+def grouped(rows: list[dict], key: str) -> dict[str, dict[int, list[float]]]:
     out: dict[str, dict[int, list[float]]] = {}
-    for source, runs in results.items():
-        for result in runs:
-            series = [values[metric] for values in result["agents"].values()]
-            for iteration, per_agent in enumerate(zip(*series)):
-                out.setdefault(source, {}).setdefault(iteration, []).append(statistics.fmean(per_agent))
+    for row in rows:
+        out.setdefault(row["source"], {}).setdefault(row["iteration"], []).append(row[key])
     return out
 
 
-def plot(summary: dict[str, dict], results: dict[str, list[dict]], path: str, title: str) -> None:
-    """Three panels, one line per source, bars for the half-range over seeds: held-out success against
-    iterations trained; the mean training score of each iteration (over agents); its mean KL per token."""
+def print_table(rows: list[dict], curves: dict[str, dict]) -> None:
+    for key, title in (("heldout_success", "strict (\\boxed{})"), ("heldout_success_flexible", "flexible")):
+        series = grouped(rows, key)
+        points = sorted({i for s in series.values() for i in s})
+        print(f"\nheld-out success, {title}, mean ± half-range over seeds (n = {rows[0]['heldout_n']})")
+        print("source       " + "".join(f"  after {k} it.     " for k in points))
+        for source, by_iteration in series.items():
+            cells = "".join(
+                f"  {m:6.1%} ± {s:5.1%}   " if k in by_iteration else " " * 20
+                for k in points
+                for m, s in [mean_and_spread(by_iteration.get(k, [0.0]))]
+            )
+            print(f"{source:<13}{cells}")
+    print("\nmean training score per iteration (over agents), per run; stage seconds of the last iteration")
+    for name, curve in curves.items():
+        scores = per_iteration_mean(curve["agents"], "mean_score")
+        last = {stage: times[-1] for stage, times in curve["stage_s"].items()}
+        print(f"{name:<24} {' '.join(f'{s:5.2f}' for s in scores)}   {last}")
+
+
+def per_iteration_mean(agents: dict[str, dict], metric: str) -> list[float]:
+    series = [values[metric] for values in agents.values()]
+    return [statistics.fmean(per_agent) for per_agent in zip(*series)]
+
+
+def plot(rows: list[dict], curves: dict[str, dict], sources: dict[str, str], path: str, title: str) -> None:
+    """Two panels, one line per source, bars for the half-range over seeds: held-out success (strict,
+    solid; flexible, dashed) against iterations trained, and the mean training score per iteration."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    figure = Figure(figsize=(13, 3.8), layout="constrained")
+    figure = Figure(figsize=(11, 4), layout="constrained")
     FigureCanvasAgg(figure)
-    success, score, kl = figure.subplots(1, 3)
-    panels = [
-        (success, {s: {int(k): p["values"] for k, p in points.items()} for s, points in summary.items()}),
-        (score, per_iteration(results, "mean_score")),
-        (kl, per_iteration(results, "kl")),
-    ]
-    for axes, series in panels:
-        for offset, (source, points) in enumerate(series.items()):
-            xs = [k + (offset - 1) * 0.04 for k in points]
-            means, spreads = zip(*map(mean_and_spread, points.values()))
-            axes.errorbar(xs, means, yerr=spreads, marker="o", capsize=3, label=source)
+    success, score = figure.subplots(1, 2)
+    for offset, (source, points) in enumerate(grouped(rows, "heldout_success").items()):
+        xs = [k + (offset - 1) * 0.04 for k in points]
+        means, spreads = zip(*map(mean_and_spread, points.values()))
+        line = success.errorbar(xs, means, yerr=spreads, marker="o", capsize=3, label=f"{source} (strict)")
+        flexible = grouped(rows, "heldout_success_flexible")[source]
+        fmeans, _ = zip(*map(mean_and_spread, flexible.values()))
+        success.plot(xs, fmeans, linestyle="--", color=line[0].get_color(), alpha=0.6)
+    by_source: dict[str, dict[int, list[float]]] = {}
+    for name, curve in curves.items():
+        for iteration, value in enumerate(per_iteration_mean(curve["agents"], "mean_score")):
+            by_source.setdefault(sources[name], {}).setdefault(iteration, []).append(value)
+    for source, points in by_source.items():
+        means, spreads = zip(*map(mean_and_spread, points.values()))
+        score.errorbar(list(points), means, yerr=spreads, marker="o", capsize=3, label=source)
+    for axes in (success, score):
         axes.xaxis.get_major_locator().set_params(integer=True)
-    success.set_ylim(-0.02, max(0.25, *(p["mean"] + 0.05 for s in summary.values() for p in s.values())))
-    success.set(xlabel="iterations trained", ylabel="held-out success rate (greedy)")
-    score.set(xlabel="iteration", ylabel="mean training score, 0-10 (over agents)")
-    kl.set(xlabel="iteration (updates before it)", ylabel="KL to the reference, per token (k1, signed)")
-    success.legend()
+        axes.legend(fontsize=8)
+    success.set(xlabel="iterations trained", ylabel="held-out success (solid: strict, dashed: flexible)")
+    score.set(xlabel="iteration", ylabel="mean training score, 0-10 (over agents; each source its own)")
     figure.suptitle(title, fontsize=9)
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path, dpi=110, bbox_inches="tight")
 
 
-def plot_title(config: str, overrides: list[str], settings: dict) -> str:
-    from mappa.config import load_config
-
-    models = sorted({Path(a.model).name for a in load_config(config, overrides).agents.values()})
+def plot_title(settings: dict) -> str:
     return (
-        f"MathChat, agents {', '.join(models)}, {settings['iterations']} it. x {settings['problems']} "
-        f"problems, seeds {settings['seeds']}, lr {settings['lr']:g}"
+        f"MathChat, SmolLM2-135M-Instruct x 3, {Path(settings['config']).name}, "
+        f"{settings['iterations']} it., "
+        f"seeds {settings['seeds']}, eval {settings['eval_data'] or 'the config split'}"
     )
 
 
 def replot(args: argparse.Namespace) -> int:
     report = json.loads(Path(args.out).read_text())
-    print_table(report["summary"], report["runs"])
-    settings = report["settings"]
-    title = plot_title(args.config, settings["set"], settings)  # the stored path may be another checkout's
-    plot(report["summary"], report["runs"], args.plot, title)
+    print_table(report["summary"], report["curves"])
+    plot(
+        report["summary"], report["curves"], report["run_sources"], args.plot, plot_title(report["settings"])
+    )
     print(f"\nwrote {args.plot} from {args.out}")
     return 0
 
@@ -262,29 +261,32 @@ def main() -> int:
         return replot(args)
     args.root = str(Path(args.root).resolve())
     started = time.time()
-    splits = check_splits_disjoint(args.config)
-    print(f"splits: {splits}")
-    results: dict[str, list[dict]] = {source: [] for source in args.sources}
-    base_run = None
+    common = common_overrides(args)
+    splits = check_splits_disjoint(args.config, common)
+    print(f"splits: {splits}", flush=True)
+    iterations = int(next(s for s in common if s.startswith("iterations=")).split("=")[1])
+    runs: dict[tuple[str, int], str] = {}
     for seed in args.seeds:
         for source in args.sources:
-            run_id = train_one(args, source, seed)
-            base_run = base_run or run_id
-            results[source].append(collect(args, run_id))
-    evaluate_base(args, base_run)  # greedy on the same base weights: one evaluation serves every run
-    base = collect(args, base_run)["eval_success"].get(0)
-    summary = summarize(results, base)
-    print_table(summary, results)
-    plot(summary, results, args.plot, plot_title(args.config, args.set, vars(args)))
+            runs[source, seed] = train_one(args, common, source, seed)
+    first = next(iter(runs.values()))
+    evaluate_base(args, first)  # greedy on the same base weights: one evaluation serves every run
+    base = evaluation(args, first, -1)
+    rows = summary_rows(args, runs, iterations, base)
+    curves = {name: training_curves(args, name) for name in runs.values()}
+    print_table(rows, curves)
+    settings = {**vars(args), "iterations": iterations, "overrides": common}
+    run_sources = {name: source for (source, _), name in runs.items()}
+    plot(rows, curves, run_sources, args.plot, plot_title(settings))
     report = {
         "benchmark": "learning",
         "date": time.strftime("%Y-%m-%d"),
         "machine": {"cores": os.cpu_count()},
-        "settings": {k: v for k, v in vars(args).items() if k not in {"out", "plot"}},
+        "settings": settings,
         "splits": splits,
-        "base_success": base,
-        "summary": summary,
-        "runs": results,
+        "summary": rows,
+        "curves": curves,
+        "run_sources": run_sources,
         "wall_s": time.time() - started,
         "plot": args.plot,
     }

@@ -152,6 +152,15 @@ class ModelWorker:
         ]
         return self.engine.next_token_logprobs(prompts, candidates, positions)
 
+    def chat_grouped_next_token_logprobs(
+        self, groups: list[list[list[dict[str, str]]]], candidates: list[str]
+    ) -> list[list[list[float]]]:
+        """Next-token logprobs of single-token candidates at the start of the assistant's answer, for
+        groups of chats sharing a prefix (see `HFEngine.grouped_next_token_logprobs`)."""
+        template = self.tokenizer.apply_chat_template
+        prompts = [[template(c, tokenize=False, add_generation_prompt=True) for c in g] for g in groups]
+        return self.engine.grouped_next_token_logprobs(prompts, candidates)
+
     def logprobs(self, prompts: list[list[int]], responses: list[list[int]], which: str) -> list[list[float]]:
         """Per-token logprobs of `responses` under the policy or the reference. Keeps the freed activation
         memory: the advantages stage asks for both passes, then `release_memory` once."""

@@ -15,7 +15,7 @@ from urllib.parse import urlparse
 
 from mappa.coach.base import Coach, LLMCoach
 from mappa.coach.cache import AnswerCache
-from mappa.coach.criteria import CriteriaCoach
+from mappa.coach.criteria import CriteriaCoach, GroupedLogprobFn
 from mappa.coach.expected import ExpectedScoreCoach, LogprobFn
 from mappa.coach.local import ChatFn, LocalCoach
 from mappa.coach.openai import OpenAICoach
@@ -31,10 +31,11 @@ def build_coach(
     env_type: str = "mathchat",
     logprob_fn: LogprobFn | None = None,
     cache: AnswerCache | None = None,
+    grouped_logprob_fn: GroupedLogprobFn | None = None,
 ) -> Coach:
     """The coach `config.type` names; `env_type` picks the rubric's rule set; LLM coaches answer from `cache`
     first and store their new answers in it."""
-    coach = _build(config, chat_fn, env_type, logprob_fn)
+    coach = _build(config, chat_fn, env_type, logprob_fn, grouped_logprob_fn)
     if isinstance(coach, LLMCoach):
         coach.cache = cache
     return coach
@@ -62,19 +63,27 @@ def cache_settings(config: CoachConfig) -> dict[str, object]:
     }
 
 
-def _build(config: CoachConfig, chat_fn: ChatFn | None, env_type: str, logprob_fn: LogprobFn | None) -> Coach:
+def _build(
+    config: CoachConfig,
+    chat_fn: ChatFn | None,
+    env_type: str,
+    logprob_fn: LogprobFn | None,
+    grouped_logprob_fn: GroupedLogprobFn | None,
+) -> Coach:
     if config.type == "rubric":
         return RubricCoach(config.use_ground_truth, env_type)
     if config.type == "outcome":
         return OutcomeCoach()
-    if config.type == "local" and config.scoring in ("expected", "criteria"):
-        if logprob_fn is None:
+    if config.type == "local" and config.scoring == "criteria":
+        if grouped_logprob_fn is None:
             raise ValueError(
-                f"coach.scoring={config.scoring} needs a logprob_fn (an engine's next-token logprobs)"
+                "coach.scoring=criteria needs a grouped_logprob_fn (an engine's next-token logprobs)"
             )
-        if config.scoring == "criteria":
-            check_coach_template(config)
-            return CriteriaCoach(logprob_fn, config.model, load_template(config.template))
+        check_coach_template(config)
+        return CriteriaCoach(grouped_logprob_fn, config.model, load_template(config.template))
+    if config.type == "local" and config.scoring == "expected":
+        if logprob_fn is None:
+            raise ValueError("coach.scoring=expected needs a logprob_fn (an engine's next-token logprobs)")
         return ExpectedScoreCoach(logprob_fn, config.model)
     if config.type == "local":
         if chat_fn is None:

@@ -5,7 +5,8 @@ A small model (SmolLM2-135M) cannot weigh a whole action on a 0-10 scale: its sc
 actions). A narrower question is easier: "Does the agent's output end with a number inside \\boxed{}?".
 For each action this coach shows the model the action (the template's context, the part before
 `<<scoring>>`), asks each of its seat's questions (the template's `<<criteria>>` section) in turn, and
-reads the next-token probabilities of "Yes" and "No" at the start of the answer:
+reads the next-token probabilities of "Yes" and "No" at the start of the answer (the questions of one
+action share its context, whose KV cache the engine computes once: `HFEngine.grouped_next_token_logprobs`):
 
     p_i = P(Yes) / (P(Yes) + P(No))   for criterion i of the seat;   score = 10 * mean_i p_i
 
@@ -18,11 +19,14 @@ Not covered: weights per criterion, answers in the model's own words (use `scori
 from __future__ import annotations
 
 import math
+from collections.abc import Awaitable, Callable
 
-from mappa.coach.expected import LogprobFn
 from mappa.coach.prompt import CoachRequest, PromptTemplate
 from mappa.core.types import ActionScore
 
+# (groups of chats, single-token candidates) -> [group][chat][candidate] next-token logprobs at the start
+# of the assistant's answer; the chats of a group share a prefix (one action's context)
+GroupedLogprobFn = Callable[[list[list[list[dict[str, str]]]], list[str]], Awaitable[list[list[list[float]]]]]
 ANSWERS = ["Yes", "No"]
 QUESTION_FORMAT = "\n\nQUESTION: {question}\nAnswer with Yes or No only."
 NEUTRAL_SCORE = 5.0
@@ -49,23 +53,21 @@ def question_chat(request: CoachRequest, question: str) -> list[dict[str, str]]:
 class CriteriaCoach:
     """Scores each action with the mean P(Yes) over its seat's yes/no criteria, times 10."""
 
-    def __init__(self, logprob_fn: LogprobFn, model_name: str, template: PromptTemplate) -> None:
+    def __init__(self, logprob_fn: GroupedLogprobFn, model_name: str, template: PromptTemplate) -> None:
         self.model_name = f"{model_name}:criteria"
         self._logprob_fn = logprob_fn
         self._template = template
 
     async def score(self, requests: list[CoachRequest]) -> list[ActionScore]:
-        asked = [
-            (i, question)
-            for i, request in enumerate(requests)
-            for question in self._template.criteria_for(request.agent)
-        ]
-        chats = [question_chat(requests[i], question) for i, question in asked]
-        rows = await self._logprob_fn(chats, "", ANSWERS, 1) if chats else []
-        answers: dict[int, list[tuple[str, float]]] = {}
-        for (i, question), row in zip(asked, rows, strict=True):
-            answers.setdefault(i, []).append((question, yes_probability(*row[0])))
-        return [self._verdict(request, answers.get(i, [])) for i, request in enumerate(requests)]
+        questions = [self._template.criteria_for(r.agent) for r in requests]
+        groups = [[question_chat(r, q) for q in qs] for r, qs in zip(requests, questions) if qs]
+        rows = iter(await self._logprob_fn(groups, ANSWERS) if groups else [])
+        verdicts = []
+        for request, asked in zip(requests, questions):
+            answers = next(rows) if asked else []
+            probabilities = [(q, yes_probability(*row)) for q, row in zip(asked, answers, strict=True)]
+            verdicts.append(self._verdict(request, probabilities))
+        return verdicts
 
     def _verdict(self, request: CoachRequest, answered: list[tuple[str, float]]) -> ActionScore:
         if answered:

@@ -47,7 +47,10 @@ def local_coach_fns(run: Run):
     async def logprobs(chats, prefix: str, candidates: list[str], positions: int) -> list[list[list[float]]]:
         return await worker.chat_next_token_logprobs.remote(chats, prefix, candidates, positions)
 
-    return chat, logprobs
+    async def grouped(groups, candidates: list[str]) -> list[list[list[float]]]:
+        return await worker.chat_grouped_next_token_logprobs.remote(groups, candidates)
+
+    return chat, logprobs, grouped
 
 
 def score_stage(run: Run, iteration: int) -> dict[str, Any]:
@@ -59,9 +62,10 @@ def _score_iteration(run: Run, iteration: int) -> dict[str, Any]:
     started = time.perf_counter()
     config = run.config
     trajectories = frame_to_trajectories(run.store.read_parquet(*run.output_parts(iteration, "rollout")))
-    chat_fn, logprob_fn = local_coach_fns(run) if config.coach.type == "local" else (None, None)
+    fns = local_coach_fns(run) if config.coach.type == "local" else (None, None, None)
+    chat_fn, logprob_fn, grouped_fn = fns
     cache = AnswerCache(run.store, run.run_id, config.coach.model, cache_settings(config.coach))
-    coach = build_coach(config.coach, chat_fn, config.env.type, logprob_fn, cache)
+    coach = build_coach(config.coach, chat_fn, config.env.type, logprob_fn, cache, grouped_fn)
     spec = get_env_spec(config.env.type)
     reference = spec.coach_reference
     scores = asyncio.run(

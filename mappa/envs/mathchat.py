@@ -41,7 +41,7 @@ ROLES = {
     ),
     "verifier": (
         "You are the Verifier in a team of three. Read the problem, the solver's reasoning and the program's "
-        "output, decide the correct answer and write it as \\boxed{answer}."
+        "output, decide the correct answer, and end your reply with the final number inside \\boxed{}."
     ),
 }
 
@@ -124,7 +124,7 @@ def verifier_observation(episode: _Episode) -> str:
     return (
         f"Problem: {episode.problem.question}\n\nProblem Solver's reasoning:\n{clip(episode.reasoning)}\n\n"
         f"Code Executor's program:\n{program}\n\nProgram output:\n{output}\n\n"
-        "Give the final answer as \\boxed{answer}."
+        "Give the final answer: the number inside \\boxed{}."
     )
 
 
@@ -143,4 +143,7 @@ async def _run(problems, agents, limits, env) -> list[Trajectory]:
     return await run_mathchat(problems, agents, limits, env.max_executor_turns)
 
 
-SPEC = EnvSpec("mathchat", SEATS, ROLES, TASK, _run, _load_problems, answer_reference)
+# The executor's turn ends with its program's closing fence: what a small model writes after it is noise
+# that the verifier would read and the trainer would train on (an opening fence is followed by `python`).
+STOPS = {"executor": ("\n```\n",)}
+SPEC = EnvSpec("mathchat", SEATS, ROLES, TASK, _run, _load_problems, answer_reference, STOPS)

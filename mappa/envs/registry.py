@@ -8,7 +8,7 @@ for, so config validation (which asks for an env's seats) stays cheap.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from mappa.core.types import Action, Problem, Trajectory
@@ -30,6 +30,8 @@ class EnvSpec:
     run: RunFn
     load_problems: Callable[[str], list[Problem]]
     coach_reference: ReferenceFn
+    stops: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    """Per seat, strings that end its generation (kept in the output), e.g. a code block's closing fence."""
 
 
 def env_seats(env_type: str) -> tuple[str, ...]:

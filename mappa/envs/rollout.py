@@ -8,6 +8,7 @@ have). Each problem is rolled out `samples_per_problem` times. Skipped when its 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import random
 import time
 from typing import Any
@@ -51,8 +52,17 @@ def remote_chat(worker: Any):
 
 
 def build_agents(run: Run, workers: dict[str, Any], params: SamplingParams) -> dict[str, Agent]:
+    """One agent per seat, each with the env's stop strings for its seat (`EnvSpec.stops`)."""
     spec = get_env_spec(run.config.env.type)
-    return {name: Agent(name, spec.roles[name], remote_chat(workers[name]), params) for name in spec.seats}
+    return {
+        name: Agent(
+            name,
+            spec.roles[name],
+            remote_chat(workers[name]),
+            dataclasses.replace(params, stop=params.stop + spec.stops.get(name, ())),
+        )
+        for name in spec.seats
+    }
 
 
 def sandbox_limits(run: Run) -> SandboxLimits:

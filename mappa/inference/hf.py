@@ -2,8 +2,10 @@
 
 Prompts are sorted by length and generated in batches of `batch_size` with left padding, under one outer
 bf16 autocast on CPU (per-call autocast re-casts fp32 weights at every decoding step and costs about
-1.5x; see PITFALLS.md). Each row is cut after its first EOS or stop string; the logprob of each kept token
-comes from the model's raw logits (temperature 1), whatever the sampling temperature.
+1.5x; see PITFALLS.md), by mappa's own sampling loop over the KV cache (`mappa.inference.decode`: about 3x
+`model.generate` per step here, finished rows leave the batch). Each row is cut after its first EOS or
+stop string; the logprob of each kept token comes from the model's raw logits (temperature 1), whatever
+the sampling temperature.
 
 The engine may share its model object with a trainer in the same process (the CPU default): then
 `update_weights` with the trainer's own state dict costs one in-place copy and nothing else.
@@ -18,6 +20,7 @@ from collections.abc import Mapping
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from mappa.inference.decode import decode, enable_cpu_gqa
 from mappa.inference.engine import Engine, Generation, SamplingParams
 from mappa.inference.precision import resolve_bf16
 
@@ -36,6 +39,7 @@ class HFEngine(Engine):
         self.bf16_autocast = resolve_bf16(bf16_autocast)
         if tokenizer.pad_token_id is None:
             tokenizer.pad_token = tokenizer.eos_token
+        enable_cpu_gqa()
 
     def generate(self, prompts: list[str], params: SamplingParams) -> list[Generation]:
         if params.seed is not None:
@@ -76,6 +80,62 @@ class HFEngine(Engine):
         self.model.train(was_training)
         return out
 
+    @torch.no_grad()
+    def grouped_next_token_logprobs(
+        self, groups: list[list[str]], candidates: list[str]
+    ) -> list[list[list[float]]]:
+        """Log-probabilities of single-token candidates as the next token after each prompt, for groups of
+        prompts that share a long prefix (one action's context, then one question each):
+        out[group][prompt][candidate]. Each group's common token prefix runs once, its KV cache then serves
+        every prompt of the group (right-padded suffixes), so the result equals `next_token_logprobs` on
+        the whole prompts at a fraction of the cost."""
+        ids = [self._single_token(text) for text in candidates]
+        was_training = self.model.training
+        self.model.eval()
+        out = []
+        for group in groups:
+            rows = [self.tokenizer(p, add_special_tokens=False)["input_ids"] for p in group]
+            out.append(self._group_logprobs(rows, ids) if rows else [])
+        self.model.train(was_training)
+        return out
+
+    def _group_logprobs(self, rows: list[list[int]], ids: list[int]) -> list[list[float]]:
+        shared = _common_prefix_length(rows)
+        if shared == 0:  # nothing to share: one left-padded batch
+            width = max(len(r) for r in rows)
+            pad = self.tokenizer.pad_token_id
+            input_ids = torch.tensor([[pad] * (width - len(r)) + r for r in rows])
+            attention = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rows])
+            with self._autocast():
+                logits = self.model(
+                    input_ids=input_ids,
+                    attention_mask=attention,
+                    position_ids=(attention.cumsum(-1) - 1).clamp(min=0),
+                    logits_to_keep=1,
+                ).logits[:, -1]
+            return logits.float().log_softmax(-1)[:, ids].tolist()
+        prefix = torch.tensor([rows[0][:shared]])  # (1, P)
+        with self._autocast():
+            cache = self.model(input_ids=prefix, use_cache=True).past_key_values
+        cache.batch_repeat_interleave(len(rows))
+        tails = [r[shared:] for r in rows]
+        width = max(len(t) for t in tails)
+        pad = self.tokenizer.pad_token_id
+        input_ids = torch.tensor([t + [pad] * (width - len(t)) for t in tails])  # (B, S), right-padded
+        tail_mask = torch.tensor([[1] * len(t) + [0] * (width - len(t)) for t in tails])
+        attention = torch.cat([torch.ones(len(rows), shared, dtype=torch.long), tail_mask], dim=1)
+        positions = shared + torch.arange(width).unsqueeze(0).expand(len(rows), -1)
+        with self._autocast():
+            logits = self.model(
+                input_ids=input_ids,
+                attention_mask=attention,
+                position_ids=positions,
+                past_key_values=cache,
+            ).logits  # (B, S, V)
+        last = torch.tensor([len(t) - 1 for t in tails])
+        final = logits[torch.arange(len(rows)), last].float().log_softmax(-1)  # (B, V)
+        return final[:, ids].tolist()
+
     def _single_token(self, text: str) -> int:
         encoded = self.tokenizer(text, add_special_tokens=False)["input_ids"]
         if len(encoded) != 1:
@@ -96,36 +156,28 @@ class HFEngine(Engine):
 
     @torch.no_grad()
     def _generate_batch(self, rows: list[list[int]], params: SamplingParams) -> list[Generation]:
-        pad = self.tokenizer.pad_token_id
-        width = max(len(r) for r in rows)
-        input_ids = torch.tensor([[pad] * (width - len(r)) + r for r in rows])
-        attention = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rows])
-        sampling = params.temperature > 0
-        kwargs = dict(
-            input_ids=input_ids,
-            attention_mask=attention,
-            max_new_tokens=params.max_new_tokens,
-            do_sample=sampling,
-            temperature=params.temperature if sampling else None,
-            top_p=params.top_p if sampling else None,
-            top_k=None,
-            pad_token_id=pad,
-            return_dict_in_generate=True,
-            output_logits=True,
-        )
-        if params.stop:
-            kwargs.update(stop_strings=list(params.stop), tokenizer=self.tokenizer)
+        stops = tuple(params.stop)
+        window = 2 + max((len(s) for s in stops), default=0)  # tokens enough to hold a stop string
+
+        def stopped(row: int, tokens: list[int]) -> bool:
+            tail = self.tokenizer.decode(tokens[-window:], skip_special_tokens=True)
+            return any(stop in tail for stop in stops)
+
         was_training = self.model.training
         self.model.eval()
         with self._autocast():
-            out = self.model.generate(**kwargs)
+            decoded = decode(
+                self.model,
+                rows,
+                params.max_new_tokens,
+                params.temperature,
+                params.top_p,
+                self.tokenizer.pad_token_id,
+                self._eos_ids(),
+                stopped if stops else None,
+            )
         self.model.train(was_training)
-        new_tokens = out.sequences[:, width:]  # (B, N)
-        token_logprobs = _sampled_logprobs(out.logits, new_tokens)  # (B, N)
-        return [
-            self._cut(rows[b], new_tokens[b].tolist(), token_logprobs[b].tolist(), params)
-            for b in range(len(rows))
-        ]
+        return [self._cut(row, tokens, logprobs, params) for row, (tokens, logprobs, _) in zip(rows, decoded)]
 
     def _cut(
         self, prompt: list[int], tokens: list[int], logprobs: list[float], params: SamplingParams
@@ -164,12 +216,10 @@ class HFEngine(Engine):
         return contextlib.nullcontext()
 
 
-def _sampled_logprobs(step_logits: tuple[torch.Tensor, ...], tokens: torch.Tensor) -> torch.Tensor:
-    """log p(token) at each step, as logit(token) - logsumexp(logits), one (B, V) step at a time: never the
-    (B, N, V) stack and its log-softmax copy (0.8 GB per copy for 32 x 128 tokens of a 49k vocabulary)."""
-    columns = []
-    for i, logits in enumerate(step_logits):  # logits: (B, V)
-        logits = logits.float()
-        chosen = logits.gather(-1, tokens[:, i : i + 1]).squeeze(-1)  # (B,)
-        columns.append(chosen - torch.logsumexp(logits, dim=-1))
-    return torch.stack(columns, dim=1)
+def _common_prefix_length(rows: list[list[int]]) -> int:
+    """The longest token prefix all rows share, leaving every row at least one token of its own."""
+    shortest = min(len(r) for r in rows)
+    length = 0
+    while length < shortest - 1 and all(r[length] == rows[0][length] for r in rows):
+        length += 1
+    return length

@@ -3,8 +3,9 @@
 Each trainable agent's worker runs its REINFORCE++ update on that agent's experiences only (its own
 weights), serves the new weights, and saves a checkpoint. Agents are updated one after another: on a
 small machine they share the cores. An agent whose checkpoint and metrics for this iteration already exist
-is not trained again (an interrupted stage resumes with the agents it had not finished). Skipped when its
-manifest matches.
+is not trained again (an interrupted stage resumes with the agents it had not finished). An agent whose
+advantages are all exactly zero has no gradient and is not trained (`skipped` in its metrics); it is still
+checkpointed. Skipped when its manifest matches.
 """
 
 from __future__ import annotations
@@ -41,10 +42,13 @@ def update_agent(run: Run, iteration: int, agent: str, worker: Any, experiences)
         return metrics
     rows = experiences[experiences["agent"] == agent]
     samples = [train_sample(row) for row in rows.to_dict("records")]
-    try:
-        metrics = ray.get(worker.train.remote(samples, run.config.seed * 7919 + iteration))
-    except ray.exceptions.OutOfMemoryError as exc:
-        raise MemoryError(out_of_memory_hint(run, agent, rows)) from exc
+    if not any(a != 0.0 for s in samples for a in s["advantages"]):
+        metrics = no_gradient_metrics(len(samples))  # nothing to learn: no forward, backward or step
+    else:
+        try:
+            metrics = ray.get(worker.train.remote(samples, run.config.seed * 7919 + iteration))
+        except ray.exceptions.OutOfMemoryError as exc:
+            raise MemoryError(out_of_memory_hint(run, agent, rows)) from exc
     position = {"problems_drawn": (iteration + 1) * run.config.rollout.problems_per_iteration}
     parts = list(run.checkpoint_parts(agent, iteration))
     ray.get(worker.save_checkpoint.remote(run.config.storage.root, parts, iteration, position))
@@ -58,6 +62,21 @@ def update_agent(run: Run, iteration: int, agent: str, worker: Any, experiences)
     run.store.write_json(metrics, *done)
     run.record_event(iteration, "update", "agent-finished", agent=agent)
     return metrics
+
+
+def no_gradient_metrics(actions: int) -> dict[str, Any]:
+    """The metrics of an update skipped because every advantage was exactly zero (e.g. outcome-only reward
+    with no success in the batch, and no KL yet): the loss and its gradient are zero, so the weights and
+    the optimizer state stay as they are (an optimizer step would only have replayed Adam's momentum)."""
+    zero = {"loss": 0.0, "clip_fraction": 0.0, "grad_norm": 0.0, "approx_kl": 0.0}
+    return {
+        **zero,
+        "tokens": 0,
+        "tokens_per_s": 0.0,
+        "steps": 0,
+        "seconds": 0.0,
+        "skipped": "zero advantages",
+    }
 
 
 def out_of_memory_hint(run: Run, agent: str, rows) -> str:

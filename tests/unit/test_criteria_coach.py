@@ -46,12 +46,17 @@ def test_scores_are_ten_times_the_mean_yes_probability_per_seat():
     template = parse_template(TEMPLATE)
     asked = []
 
-    async def logprob_fn(chats, prefix, candidates, positions):
-        asked.extend(chat[-1]["content"].split("QUESTION: ")[1].split("\n")[0] for chat in chats)
-        assert (prefix, candidates, positions) == ("", ["Yes", "No"], 1)
-        assert all("PROCESS_SCORE" not in chat[-1]["content"] for chat in chats)
+    async def logprob_fn(groups, candidates):
+        assert candidates == ["Yes", "No"]
         p_yes = {"Q-solver-1?": 0.8, "Q-verifier-1?": 0.9, "Q-verifier-2?": 0.3}
-        return [[[math.log(p_yes[q]), math.log(1 - p_yes[q])]] for q in asked[-len(chats) :]]
+        out = []
+        for group in groups:  # one group per action: its context, then one question each
+            contexts = {chat[-1]["content"].split("QUESTION: ")[0] for chat in group}
+            assert len(contexts) == 1 and all("PROCESS_SCORE" not in c for c in contexts)
+            questions = [chat[-1]["content"].split("QUESTION: ")[1].split("\n")[0] for chat in group]
+            asked.extend(questions)
+            out.append([[math.log(p_yes[q]), math.log(1 - p_yes[q])] for q in questions])
+        return out
 
     requests = build_requests(_trajectory(), "task", ROLES, template, False)
     scores = asyncio.run(CriteriaCoach(logprob_fn, "m", template).score(requests))
@@ -74,10 +79,10 @@ def test_criteria_scoring_needs_a_template_with_criteria(tmp_path):
         check_coach_template(config)
     check_coach_template(CoachConfig(type="local", scoring="criteria"))  # the shipped mathchat template
 
-    async def no_logprobs(chats, prefix, candidates, positions):
+    async def no_logprobs(groups, candidates):
         raise AssertionError("not called")
 
-    coach = build_coach(CoachConfig(type="local", scoring="criteria"), logprob_fn=no_logprobs)
+    coach = build_coach(CoachConfig(type="local", scoring="criteria"), grouped_logprob_fn=no_logprobs)
     assert isinstance(coach, CriteriaCoach)
     with pytest.raises(ValueError, match="needs coach.type=local"):
         CoachConfig(type="rubric", scoring="criteria")

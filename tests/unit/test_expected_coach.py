@@ -59,3 +59,24 @@ def test_engine_next_token_logprobs_on_tiny_model(tiny_model):
     assert out[1][1][0] == pytest.approx(alone[zero].item(), abs=1e-4)
     with pytest.raises(ValueError, match="single tokens"):
         engine.next_token_logprobs(prompts, ["hello world"])
+
+
+def test_grouped_logprobs_reuse_the_shared_prefix_and_equal_the_whole_prompts(tiny_model):
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from mappa.inference.hf import HFEngine
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model)
+    model = AutoModelForCausalLM.from_pretrained(tiny_model, dtype=torch.float32)
+    engine = HFEngine(model, tokenizer, bf16_autocast=False)
+    context = "A long shared context about an action and its tool output. " * 6
+    groups = [
+        [context + "QUESTION: Did it run?", context + "QUESTION: Is the printed number the right answer?"],
+        ["Short alone"],
+        ["x", "y z"],  # no shared token: one padded batch
+    ]
+    grouped = engine.grouped_next_token_logprobs(groups, ["Yes", "No"])
+    for group, answers in zip(groups, grouped):
+        whole = engine.next_token_logprobs(group, ["Yes", "No"], positions=1)
+        assert [a for a in answers] == [pytest.approx(w[0], abs=1e-4) for w in whole]

@@ -72,3 +72,43 @@ def test_update_weights_changes_the_output(tiny_model):
     new_state = {k: v + 0.5 * torch.randn_like(v) for k, v in other.state_dict().items()}
     engine.update_weights(new_state)
     assert engine.generate(["Count: one two"], params)[0].token_ids != before
+
+
+def test_cpu_gqa_attention_gives_the_same_logits_and_gradients(tiny_model):
+    """`enable_cpu_gqa` hands grouped-query attention to SDPA with a padding mask: same numbers, forward
+    and backward, as transformers' own path (which repeats the key and value heads)."""
+    from transformers.integrations import sdpa_attention
+
+    from mappa.inference import decode
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model, dtype=torch.float32)
+    assert model.config.num_attention_heads != model.config.num_key_value_heads  # grouped-query attention
+    input_ids = torch.tensor([[0, 0, 5, 6, 7], [3, 4, 5, 6, 7]])
+    attention = torch.tensor([[0, 0, 1, 1, 1], [1, 1, 1, 1, 1]])
+
+    def logits_and_grads():
+        model.zero_grad()
+        logits = model(input_ids=input_ids, attention_mask=attention).logits
+        (logits[attention.bool()].logsumexp(-1).sum()).backward()
+        return logits.detach(), [p.grad.clone() for p in model.parameters()]
+
+    decode.enable_cpu_gqa()
+    patched = sdpa_attention.use_gqa_in_sdpa
+    fast, fast_grads = logits_and_grads()
+    sdpa_attention.use_gqa_in_sdpa = lambda mask, key, value: False  # repeat the heads, as by default
+    try:
+        slow, slow_grads = logits_and_grads()
+    finally:
+        sdpa_attention.use_gqa_in_sdpa = patched
+    assert torch.allclose(fast[attention.bool()], slow[attention.bool()], atol=1e-5)
+    assert all(torch.allclose(a, b, atol=1e-5) for a, b in zip(fast_grads, slow_grads))
+
+
+def test_nucleus_sampling_keeps_only_the_top_p_mass():
+    from mappa.inference.decode import sample_next
+
+    logits = torch.log(torch.tensor([[0.5, 0.3, 0.15, 0.05]])).repeat(400, 1)
+    torch.manual_seed(0)
+    drawn = sample_next(logits, temperature=1.0, top_p=0.8)
+    assert set(drawn.tolist()) == {0, 1}  # 0.5 + 0.3 reach 0.8: the rest is cut
+    assert sample_next(logits, temperature=0.0, top_p=1.0).eq(0).all()

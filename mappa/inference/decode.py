@@ -1,0 +1,120 @@
+"""A sampling loop over a causal LM's KV cache, for the HF engine: prefill once, then one token per step.
+
+Replaces `model.generate` on CPU, where it was measured slow here: SmolLM2-135M, 32 left-padded prompts of
+about 300 tokens, 2 cores: `generate` took 1.0-1.3 s per decoding step, a plain forward over the cache
+0.53 s, and 0.34 s with grouped-query attention left to SDPA (below). Rows that finish (EOS, a stop string,
+their token budget) leave the batch at once (`DynamicCache.batch_select_indices`), so the batch no longer
+pays for its longest sample.
+
+Each step samples from softmax(logits / temperature) restricted to the top-p nucleus (greedy at
+temperature 0) and records log p(token) under the raw logits (temperature 1), as `Generation.logprobs`
+means. Sampling draws from torch's global generator (seed it before calling for reproducible samples).
+
+`enable_cpu_gqa` makes transformers hand grouped-query attention to `torch.nn.functional.
+scaled_dot_product_attention(enable_gqa=True)` on CPU also when a padding mask is present (it otherwise
+repeats every key and value head at every layer and step: the KV cache copied 3x for SmolLM2's 9 query and
+3 KV heads). Checked equal to the default path on the model's logits.
+
+Not covered: beam search, repetition penalties, speculative decoding.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+StopCheck = Callable[[int, list[int]], bool]  # (row, its tokens so far) -> whether a stop string ended it
+
+
+def enable_cpu_gqa() -> None:
+    """Let transformers' SDPA attention use `enable_gqa` on CPU with a mask (idempotent)."""
+    try:
+        from transformers.integrations import sdpa_attention
+    except ImportError:  # an older or newer layout: keep the library's own choice
+        return
+    original = sdpa_attention.use_gqa_in_sdpa
+    if getattr(original, "_mappa_cpu", False):
+        return
+
+    def use_gqa_in_sdpa(attention_mask, key, value):
+        if key.device.type == "cpu" and key.shape[-1] == value.shape[-1]:
+            return True
+        return original(attention_mask, key, value)
+
+    use_gqa_in_sdpa._mappa_cpu = True
+    sdpa_attention.use_gqa_in_sdpa = use_gqa_in_sdpa
+
+
+def sample_next(logits: torch.Tensor, temperature: float, top_p: float) -> torch.Tensor:
+    """(B, V) raw logits -> (B,) token ids: greedy at temperature 0, else tempered nucleus sampling."""
+    if temperature <= 0:
+        return logits.argmax(-1)
+    probs = torch.softmax(logits / temperature, dim=-1)
+    if top_p < 1.0:
+        sorted_probs, order = probs.sort(dim=-1, descending=True)
+        keep = sorted_probs.cumsum(-1) - sorted_probs < top_p  # the smallest set whose mass reaches top_p
+        sorted_probs = sorted_probs * keep
+        probs = torch.zeros_like(probs).scatter(-1, order, sorted_probs)
+    return torch.multinomial(probs, 1).squeeze(-1)
+
+
+@torch.no_grad()
+def decode(
+    model: torch.nn.Module,
+    rows: list[list[int]],
+    max_new_tokens: int,
+    temperature: float,
+    top_p: float,
+    pad_id: int,
+    eos_ids: set[int],
+    stopped: StopCheck | None = None,
+) -> list[tuple[list[int], list[float], str]]:
+    """Per prompt row: (new tokens, their raw logprobs, finish reason "stop" or "length")."""
+    width = max(len(r) for r in rows)
+    input_ids = torch.tensor([[pad_id] * (width - len(r)) + r for r in rows])  # (B, L)
+    attention = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rows])
+    positions = (attention.cumsum(-1) - 1).clamp(min=0)
+    out = model(
+        input_ids=input_ids,
+        attention_mask=attention,
+        position_ids=positions,
+        use_cache=True,
+        logits_to_keep=1,
+    )
+    cache, logits = out.past_key_values, out.logits[:, -1].float()  # (B, V)
+    live = list(range(len(rows)))  # original row of each batch position
+    tokens: list[list[int]] = [[] for _ in rows]
+    logprobs: list[list[float]] = [[] for _ in rows]
+    reasons = ["length"] * len(rows)
+    next_position = positions[:, -1] + 1  # (B,)
+    for step in range(max_new_tokens):
+        chosen = sample_next(logits, temperature, top_p)  # (B,)
+        chosen_logprobs = logits.gather(-1, chosen[:, None]).squeeze(-1) - torch.logsumexp(logits, -1)
+        keep = []
+        for b, row in enumerate(live):
+            token = int(chosen[b])
+            tokens[row].append(token)
+            logprobs[row].append(float(chosen_logprobs[b]))
+            if token in eos_ids or (stopped is not None and stopped(row, tokens[row])):
+                reasons[row] = "stop"
+            else:
+                keep.append(b)
+        if not keep or step == max_new_tokens - 1:
+            break
+        if len(keep) < len(live):  # finished rows leave the batch and its cache
+            index = torch.tensor(keep)
+            cache.batch_select_indices(index)
+            attention, next_position, chosen = attention[index], next_position[index], chosen[index]
+            live = [live[b] for b in keep]
+        attention = torch.cat([attention, torch.ones(len(live), 1, dtype=attention.dtype)], dim=1)
+        out = model(
+            input_ids=chosen[:, None],
+            attention_mask=attention,
+            position_ids=next_position[:, None],
+            past_key_values=cache,
+            use_cache=True,
+        )
+        cache, logits = out.past_key_values, out.logits[:, -1].float()
+        next_position = next_position + 1
+    return [(tokens[r], logprobs[r], reasons[r]) for r in range(len(rows))]
