@@ -158,3 +158,22 @@ def test_a_shared_engine_needs_vllm_one_rank_and_one_model():
         validate_config({"agents": agents, "engine": {"shared": True}})
     with pytest.raises(ConfigError, match="every agent needs the same model"):
         validate_config({"agents": {**agents, "solver": {"model": "other"}}, "engine": shared})
+
+
+def test_old_logprobs_auto_takes_the_rollouts_only_where_they_are_the_trainers_own_numbers(monkeypatch):
+    from mappa.inference import precision
+
+    monkeypatch.setattr(precision, "cpu_has_native_bf16", lambda: False)
+    config = load_config("configs/mathchat-cpu-learn.yaml", [])
+
+    def resolved(*overrides: str) -> str:
+        c = load_config("configs/mathchat-cpu-learn.yaml", list(overrides))
+        return c.algo.resolved_old_logprobs(c.engine, c.trainer)
+
+    assert config.algo.old_logprobs == "auto" and resolved() == "rollout"  # HF on the trainer's fp32 weights
+    assert resolved("engine.bf16_autocast=true") == "recompute"
+    assert resolved("trainer.bf16_autocast=true") == "recompute"
+    assert resolved("engine.type=vllm") == "recompute"
+    assert resolved("trainer.type=deepspeed") == "recompute"
+    assert resolved("engine.type=vllm", "algo.old_logprobs=rollout") == "rollout"  # asked for: as given
+    assert resolved("algo.old_logprobs=recompute") == "recompute"
