@@ -131,7 +131,7 @@ def evaluation(args: argparse.Namespace, run_name: str, iteration: int) -> dict 
         return None
     results = run.store.read_parquet(*evaluation_parts(run, iteration, "results.parquet"))
     return {
-        "heldout_success": float(results["correct"].mean()),
+        "heldout_success": float(results["correct_boxed"].mean()),
         "heldout_success_flexible": float(results["correct_flexible"].mean()),
         "heldout_n": len(results),
     }
@@ -151,7 +151,7 @@ def training_curves(args: argparse.Namespace, run_name: str) -> dict:
     stage_s = {}
     for iteration in range(run.completed_iterations()):
         for stage in ("rollout", "score", "advantages", "update"):
-            manifest = run.store.read_json(*run.output_parts(iteration, stage)[:-1], "_manifest.json")
+            manifest = run.store.read_json(*run.parts(iteration, stage, "_manifest.json"))
             stage_s.setdefault(stage, []).append(round(manifest["timings"]["total_s"], 1))
     success = curves.groupby("iteration")["success_rate"].first().tolist()
     return {"agents": agents, "train_success": success, "stage_s": stage_s}

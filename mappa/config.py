@@ -40,6 +40,11 @@ class MathChatEnvConfig(_Section):
     eval_data: str = "builtin:eval"
     """Held-out problems for `mappa evaluate` and the evaluate stage."""
     max_executor_turns: int = Field(2, ge=1, le=4)
+    answer_format: Literal["boxed", "last_number"] = "boxed"
+    """How the team's final answer is read from the verifier's reply: `boxed` (the paper's: the last
+    `\\boxed{}`), or `last_number` (the boxed answer if any, else the reply's last number: for models too
+    small to write `\\boxed{}`; SmolLM2-135M boxed 0-2 numbers in 64 samples under four prompt wordings).
+    Evaluations report the strict boxed success either way."""
     """How often the Code Executor may write code (it sees stdout/stderr and may try again)."""
 
 

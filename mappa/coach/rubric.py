@@ -30,7 +30,8 @@ MathChat (checked in order, the first match fires):
 | verifier | verifier.placeholder  | boxed no number where the answer is one (`\boxed{answer}`) | 0     |
 | verifier | verifier.gt_unboxed_right | [gt] nothing boxed; its last number is the reference   | 3     |
 | verifier | verifier.unboxed_agrees | nothing boxed; its last number is in the last good stdout | 2     |
-| verifier | verifier.no_boxed     | no non-empty \boxed{...} answer                            | 0     |
+| verifier | verifier.no_boxed     | no final answer: no non-empty \boxed{...} (nor, with      | 0     |
+|          |                       | `env.answer_format: last_number`, a last number)           |       |
 | verifier | verifier.gt_correct   | [gt] the team's final answer is correct                    | 10    |
 | verifier | verifier.gt_reported  | [gt] wrong, but what the last good run printed (upstream)  | 3     |
 | verifier | verifier.gt_wrong     | [gt] the team's final answer is wrong                      | 1     |
@@ -210,7 +211,8 @@ def mathchat_verifier(action: Action, trajectory: Trajectory, use_gt: bool) -> V
     reference = trajectory.problem.answer
     if boxed is not None and is_placeholder(boxed, reference):
         return "verifier.placeholder", 0, f"boxed a placeholder ({boxed.strip()[:40]!r}), not an answer"
-    if boxed is None or not boxed.strip():
+    answer = boxed if boxed is not None and boxed.strip() else _answer_read_by_env(action, trajectory)
+    if answer is None:
         last = extract_flexible(action.response)
         if use_gt and last is not None and states_answer(last, reference):
             return "verifier.gt_unboxed_right", 3, "nothing boxed, but its last number is the reference"
@@ -220,14 +222,20 @@ def mathchat_verifier(action: Action, trajectory: Trajectory, use_gt: bool) -> V
     if use_gt:
         if trajectory.correct:
             return "verifier.gt_correct", 10, "the team's final answer is correct"
-        if stdout is not None and states_answer(stdout, boxed):
+        if stdout is not None and states_answer(stdout, answer):
             return "verifier.gt_reported", 3, "wrong, but what the executor's program printed (its fault)"
         return "verifier.gt_wrong", 1, "the team's final answer is wrong"
     if stdout is None:
-        return "verifier.unchecked", 5, "a boxed answer; no successful executor output to compare with"
-    if states_answer(stdout, boxed):
-        return "verifier.agrees", 8, "the boxed answer appears in the last successful executor output"
-    return "verifier.disagrees", 3, "the boxed answer is absent from the last successful executor output"
+        return "verifier.unchecked", 5, "a final answer; no successful executor output to compare with"
+    if states_answer(stdout, answer):
+        return "verifier.agrees", 8, "the final answer appears in the last successful executor output"
+    return "verifier.disagrees", 3, "the final answer is absent from the last successful executor output"
+
+
+def _answer_read_by_env(action: Action, trajectory: Trajectory) -> str | None:
+    """The final answer the env read from this reply without a box (`env.answer_format: last_number`)."""
+    is_last = action.index == len(trajectory.actions) - 1
+    return trajectory.final_answer if is_last and trajectory.final_answer else None
 
 
 def is_placeholder(boxed: str, reference: str | None) -> bool:

@@ -26,7 +26,7 @@ from typing import Any
 import pandas as pd
 
 from mappa.core.types import Problem, Trajectory
-from mappa.envs.grading import extract_flexible, grade_answer
+from mappa.envs.grading import extract_boxed, extract_flexible, grade_answer
 from mappa.envs.outcome_summary import summarize_by_kind
 from mappa.envs.registry import load_env_problems
 from mappa.envs.rollout import roll_out
@@ -106,16 +106,18 @@ def eval_problems(run: Run) -> list[Problem]:
 
 
 def results_frame(trajectories: list[Trajectory]) -> pd.DataFrame:
-    """One row per problem. `correct` is strict (the boxed final answer); `correct_flexible` reads the last
-    action's reply leniently (`extract_flexible`: the last number when nothing is boxed). `seconds`: the
+    """One row per problem. `correct` is the env's grading; `correct_boxed` the strict one (the last
+    action's `\\boxed{}` answer); `correct_flexible` the lenient one (`extract_flexible`: the boxed answer,
+    else the reply's last number). `seconds`: the
     trajectory's generation plus sandbox time (problems run batched, so none has a wall-clock time of its
     own)."""
     rows = []
     for t in trajectories:
-        graded_by_env = "kind" in t.outcome  # DSBench grades files, not a stated answer
-        flexible = t.final_answer  # the strict answer where there is one, else the last number
-        if flexible is None and t.actions and not graded_by_env:
-            flexible = extract_flexible(t.actions[-1].response)
+        stated = None if "kind" in t.outcome or not t.actions else t.actions[-1].response  # DSBench: files
+        boxed = extract_boxed(stated) if stated is not None else None
+        flexible = t.final_answer  # the env's answer where there is one, else the last number
+        if flexible is None and stated is not None:
+            flexible = extract_flexible(stated)
         seconds = sum(
             a.generation_s + (a.tool_result.duration_s if a.tool_result else 0.0) for a in t.actions
         )
@@ -126,6 +128,7 @@ def results_frame(trajectories: list[Trajectory]) -> pd.DataFrame:
                 "gold_answer": t.problem.answer,
                 "final_answer": t.final_answer,
                 "correct": bool(t.correct),
+                "correct_boxed": bool(t.correct) if stated is None else grade_answer(boxed, t.problem.answer),
                 "flexible_answer": flexible,
                 "correct_flexible": flexible is not None and grade_answer(flexible, t.problem.answer),
                 "trajectory_id": t.id,
@@ -199,6 +202,7 @@ def write_evaluation_manifest(
         "temperature": run.config.rollout.eval_temperature,
         "correct": int(results["correct"].sum()),
         "success_rate": float(results["correct"].mean()),
+        "success_rate_boxed": float(results["correct_boxed"].mean()) if "correct_boxed" in results else None,
         "success_rate_flexible": float(results["correct_flexible"].mean())
         if "correct_flexible" in results
         else None,

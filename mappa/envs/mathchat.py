@@ -3,7 +3,8 @@
 The Problem Solver reasons about the problem; the Code Executor writes one Python block that runs in the
 sandbox, sees its stdout/stderr and, when the run failed or printed nothing, tries once more (turns are
 capped by `env.max_executor_turns`); the Verifier reads everything and states the final answer in
-\\boxed{}. The answer is graded against the ground truth with math-verify. Every generation becomes an
+\\boxed{} (`env.answer_format: last_number` also reads its last number). The answer is graded against the
+ground truth with math-verify. Every generation becomes an
 `Action`; the executor's actions carry the code they ran and the sandbox's result.
 
 `run_mathchat` runs a whole batch of problems agent by agent (all solvers, then all executors, ...), so
@@ -18,7 +19,7 @@ from mappa.agents.agent import Agent, Reply
 from mappa.agents.tool_calls import extract_python_block
 from mappa.core.types import Action, Problem, ToolResult, Trajectory
 from mappa.envs.feedback import clip, describe_result
-from mappa.envs.grading import extract_boxed, grade_answer
+from mappa.envs.grading import extract_boxed, extract_flexible, grade_answer
 from mappa.envs.math_levels import load_builtin_source
 from mappa.envs.math_problems import load_problems
 from mappa.envs.registry import EnvSpec, answer_reference
@@ -68,6 +69,7 @@ async def run_mathchat(
     limits: SandboxLimits,
     max_executor_turns: int = 2,
     sandbox_concurrency: int = 4,
+    answer_format: str = "boxed",
 ) -> list[Trajectory]:
     """Roll out one trajectory per (trajectory id, problem); the topology reads top to bottom."""
     episodes = [_Episode(tid, problem) for tid, problem in problems]
@@ -88,10 +90,11 @@ async def run_mathchat(
         pending = [e for e in pending if not _succeeded(e.result)]
 
     replies = await agents["verifier"].act([verifier_observation(e) for e in episodes])
+    read_answer = extract_flexible if answer_format == "last_number" else extract_boxed
     trajectories = []
     for episode, reply in zip(episodes, replies):
         episode.record("verifier", 0, reply)
-        answer = extract_boxed(reply.generation.text)
+        answer = read_answer(reply.generation.text)
         correct = answer is not None and grade_answer(answer, episode.problem.answer)
         trajectories.append(Trajectory(episode.id, episode.problem, tuple(episode.actions), answer, correct))
     return trajectories
@@ -140,7 +143,9 @@ def _load_problems(source: str) -> list[Problem]:
 
 
 async def _run(problems, agents, limits, env) -> list[Trajectory]:
-    return await run_mathchat(problems, agents, limits, env.max_executor_turns)
+    return await run_mathchat(
+        problems, agents, limits, env.max_executor_turns, answer_format=env.answer_format
+    )
 
 
 # The executor's turn ends with its program's closing fence: what a small model writes after it is noise

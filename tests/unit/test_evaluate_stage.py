@@ -24,6 +24,7 @@ def test_one_results_row_per_problem(trajectory):
             "gold_answer": "4",
             "final_answer": "4",
             "correct": True,
+            "correct_boxed": False,  # the fixture's last reply holds no \boxed{} (its final answer is set)
             "flexible_answer": "4",
             "correct_flexible": True,
             "trajectory_id": "t1",
