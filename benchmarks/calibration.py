@@ -1,8 +1,9 @@
 """How hard is each built-in MathChat level for the base team? Held-out success and what each seat does.
 
 For each difficulty level (`builtin:eval-level<N>`) and each temperature (greedy and the training
-temperature), the base model (SmolLM2-135M-Instruct in all three seats, HF generate, in this process: no
-Ray, no Prefect) runs the MathChat team on the first `--problems` held-out problems and reports:
+temperature), the base model (SmolLM2-135M-Instruct in all three seats, HF engine, in this process: no
+Ray, no Prefect; 64 new tokens and one executor turn, as `configs/mathchat-cpu-learn.yaml`) runs the
+MathChat team on the first `--problems` held-out problems and reports:
 
     strict       the verifier's \\boxed{} answer is right (the team's success, as the trainer grades it)
     flexible     the verifier's boxed answer, or else its last number, is right (lm-eval's GSM8K
@@ -36,7 +37,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--levels", type=int, nargs="+", default=[1, 2, 3])
     parser.add_argument("--temperatures", type=float, nargs="+", default=[0.0, 0.7])
     parser.add_argument("--problems", type=int, default=32)
-    parser.add_argument("--max-new-tokens", type=int, default=96)
+    parser.add_argument("--max-new-tokens", type=int, default=64)
+    parser.add_argument("--executor-turns", type=int, default=1)
     parser.add_argument("--model", default="smollm2")
     parser.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "calibration.json"))
     return parser.parse_args()
@@ -111,7 +113,8 @@ def main() -> int:
             problems = load_builtin_source(f"builtin:eval-level{level}")[: args.problems]
             started = time.perf_counter()
             pairs = [(f"cal-{level}-{p.id}", p) for p in problems]
-            trajectories = asyncio.run(run_mathchat(pairs, agents, SandboxLimits(timeout_s=10)))
+            limits = SandboxLimits(timeout_s=10)
+            trajectories = asyncio.run(run_mathchat(pairs, agents, limits, args.executor_turns))
             figures = seat_figures(trajectories)
             row = {"level": level, "temperature": temperature, "problems": len(problems), **figures}
             row["seconds"] = time.perf_counter() - started

@@ -60,25 +60,30 @@ class HFEngine(Engine):
         positions of each prompt: out[prompt][position][candidate], position 0 the earliest."""
         ids = [self._single_token(text) for text in candidates]
         rows = [self.tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts]
-        pad, out = self.tokenizer.pad_token_id, []
+        out = []
         was_training = self.model.training
         self.model.eval()
         for start in range(0, len(rows), batch_size):
-            chunk = rows[start : start + batch_size]
-            width = max(len(r) for r in chunk)
-            input_ids = torch.tensor([[pad] * (width - len(r)) + r for r in chunk])
-            attention = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in chunk])
-            position_ids = (attention.cumsum(-1) - 1).clamp(min=0)
-            with torch.no_grad(), self._autocast():
-                logits = self.model(
-                    input_ids=input_ids,
-                    attention_mask=attention,
-                    position_ids=position_ids,
-                    logits_to_keep=positions,
-                ).logits  # (B, positions, V)
-            out.extend(logits.float().log_softmax(-1)[:, :, ids].tolist())
+            logits = self._last_logits(rows[start : start + batch_size], positions)  # (B, positions, V)
+            out.extend(logits.log_softmax(-1)[:, :, ids].tolist())
         self.model.train(was_training)
         return out
+
+    @torch.no_grad()
+    def _last_logits(self, rows: list[list[int]], positions: int) -> torch.Tensor:
+        """fp32 logits at the last `positions` positions of left-padded token rows: (B, positions, V)."""
+        pad = self.tokenizer.pad_token_id
+        width = max(len(r) for r in rows)
+        input_ids = torch.tensor([[pad] * (width - len(r)) + r for r in rows])
+        attention = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rows])
+        with self._autocast():
+            logits = self.model(
+                input_ids=input_ids,
+                attention_mask=attention,
+                position_ids=(attention.cumsum(-1) - 1).clamp(min=0),
+                logits_to_keep=positions,
+            ).logits
+        return logits.float()
 
     @torch.no_grad()
     def grouped_next_token_logprobs(
@@ -102,18 +107,7 @@ class HFEngine(Engine):
     def _group_logprobs(self, rows: list[list[int]], ids: list[int]) -> list[list[float]]:
         shared = _common_prefix_length(rows)
         if shared == 0:  # nothing to share: one left-padded batch
-            width = max(len(r) for r in rows)
-            pad = self.tokenizer.pad_token_id
-            input_ids = torch.tensor([[pad] * (width - len(r)) + r for r in rows])
-            attention = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rows])
-            with self._autocast():
-                logits = self.model(
-                    input_ids=input_ids,
-                    attention_mask=attention,
-                    position_ids=(attention.cumsum(-1) - 1).clamp(min=0),
-                    logits_to_keep=1,
-                ).logits[:, -1]
-            return logits.float().log_softmax(-1)[:, ids].tolist()
+            return self._last_logits(rows, 1)[:, -1].log_softmax(-1)[:, ids].tolist()
         prefix = torch.tensor([rows[0][:shared]])  # (1, P)
         with self._autocast():
             cache = self.model(input_ids=prefix, use_cache=True).past_key_values
