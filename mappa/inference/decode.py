@@ -71,9 +71,10 @@ def decode(
     stopped: StopCheck | None = None,
 ) -> list[tuple[list[int], list[float], str]]:
     """Per prompt row: (new tokens, their raw logprobs, finish reason "stop" or "length")."""
+    device = next(model.parameters()).device
     width = max(len(r) for r in rows)
-    input_ids = torch.tensor([[pad_id] * (width - len(r)) + r for r in rows])  # (B, L)
-    attention = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rows])
+    input_ids = torch.tensor([[pad_id] * (width - len(r)) + r for r in rows], device=device)  # (B, L)
+    attention = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rows], device=device)
     positions = (attention.cumsum(-1) - 1).clamp(min=0)
     out = model(
         input_ids=input_ids,
@@ -103,11 +104,11 @@ def decode(
         if not keep or step == max_new_tokens - 1:
             break
         if len(keep) < len(live):  # finished rows leave the batch and its cache
-            index = torch.tensor(keep)
+            index = torch.tensor(keep, device=device)
             cache.batch_select_indices(index)
             attention, next_position, chosen = attention[index], next_position[index], chosen[index]
             live = [live[b] for b in keep]
-        attention = torch.cat([attention, torch.ones(len(live), 1, dtype=attention.dtype)], dim=1)
+        attention = torch.cat([attention, attention.new_ones(len(live), 1)], dim=1)
         out = model(
             input_ids=chosen[:, None],
             attention_mask=attention,

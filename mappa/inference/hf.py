@@ -72,10 +72,10 @@ class HFEngine(Engine):
     @torch.no_grad()
     def _last_logits(self, rows: list[list[int]], positions: int) -> torch.Tensor:
         """fp32 logits at the last `positions` positions of left-padded token rows: (B, positions, V)."""
-        pad = self.tokenizer.pad_token_id
+        pad, device = self.tokenizer.pad_token_id, next(self.model.parameters()).device
         width = max(len(r) for r in rows)
-        input_ids = torch.tensor([[pad] * (width - len(r)) + r for r in rows])
-        attention = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rows])
+        input_ids = torch.tensor([[pad] * (width - len(r)) + r for r in rows], device=device)
+        attention = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rows], device=device)
         with self._autocast():
             logits = self.model(
                 input_ids=input_ids,
@@ -108,17 +108,18 @@ class HFEngine(Engine):
         shared = _common_prefix_length(rows)
         if shared == 0:  # nothing to share: one left-padded batch
             return self._last_logits(rows, 1)[:, -1].log_softmax(-1)[:, ids].tolist()
-        prefix = torch.tensor([rows[0][:shared]])  # (1, P)
+        device = next(self.model.parameters()).device
+        prefix = torch.tensor([rows[0][:shared]], device=device)  # (1, P)
         with self._autocast():
             cache = self.model(input_ids=prefix, use_cache=True).past_key_values
         cache.batch_repeat_interleave(len(rows))
         tails = [r[shared:] for r in rows]
         width = max(len(t) for t in tails)
         pad = self.tokenizer.pad_token_id
-        input_ids = torch.tensor([t + [pad] * (width - len(t)) for t in tails])  # (B, S), right-padded
-        tail_mask = torch.tensor([[1] * len(t) + [0] * (width - len(t)) for t in tails])
-        attention = torch.cat([torch.ones(len(rows), shared, dtype=torch.long), tail_mask], dim=1)
-        positions = shared + torch.arange(width).unsqueeze(0).expand(len(rows), -1)
+        input_ids = torch.tensor([t + [pad] * (width - len(t)) for t in tails], device=device)  # (B, S)
+        tail_mask = torch.tensor([[1] * len(t) + [0] * (width - len(t)) for t in tails], device=device)
+        attention = torch.cat([tail_mask.new_ones(len(rows), shared), tail_mask], dim=1)
+        positions = shared + torch.arange(width, device=device).unsqueeze(0).expand(len(rows), -1)
         with self._autocast():
             logits = self.model(
                 input_ids=input_ids,
@@ -126,8 +127,8 @@ class HFEngine(Engine):
                 position_ids=positions,
                 past_key_values=cache,
             ).logits  # (B, S, V)
-        last = torch.tensor([len(t) - 1 for t in tails])
-        final = logits[torch.arange(len(rows)), last].float().log_softmax(-1)  # (B, V)
+        last = torch.tensor([len(t) - 1 for t in tails], device=device)
+        final = logits[torch.arange(len(rows), device=device), last].float().log_softmax(-1)  # (B, V)
         return final[:, ids].tolist()
 
     def _single_token(self, text: str) -> int:
