@@ -11,8 +11,9 @@ either build).
 Sampling: `temperature`, `top_p`, `max_tokens`, stop strings kept in the output, a seed, and the
 logprob of each sampled token as the model gives it before temperature (vLLM's raw logprobs), which is what
 `Generation.logprobs` means. The seed is per request on GPUs; on CPU the call seeds torch's global
-generator instead, since vLLM's CPU build crashes ("CPU Generator does not use offset") when a chunked
-prefill (a batch past `max_num_batched_tokens`, 4096 by default) rewinds a per-request seeded generator.
+generator instead (after dropping the prefix cache, so that the same call takes the same steps), since
+vLLM's CPU build crashes ("CPU Generator does not use offset") when a chunked prefill (a batch past
+`max_num_batched_tokens`, 4096 by default) rewinds a per-request seeded generator.
 On CPU vLLM needs `VLLM_CPU_KVCACHE_SPACE` (GiB of KV cache, default here 1)
 and `OMP_NUM_THREADS` set to the cores it may use (PITFALLS.md); the first start compiles (1-2 minutes)
 unless `engine.enforce_eager`.
@@ -88,7 +89,10 @@ class VLLMEngine(Engine):
     def generate(self, prompts: list[str], params: SamplingParams) -> list[Generation]:
         per_request_seed = params.seed if torch.cuda.is_available() else None
         if params.seed is not None and per_request_seed is None:
-            torch.manual_seed(params.seed)  # the in-process engine samples from torch's global generator
+            # The in-process engine samples from torch's global generator; the same draws need the same
+            # steps, so cached prefixes (which skip prefill chunks) are dropped first.
+            self.llm.reset_prefix_cache()
+            torch.manual_seed(params.seed)
         sampling = self._sampling(
             temperature=params.temperature,
             top_p=params.top_p,
