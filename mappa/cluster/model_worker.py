@@ -30,7 +30,6 @@ import torch
 from mappa.cluster.memory import release_freed_memory
 from mappa.cluster.shared_engine import SharedEngineClient
 from mappa.config import AlgoConfig, EngineConfig, LoraConfig, TrainerConfig
-from mappa.inference.chat_text import render_chat
 from mappa.inference.engine import SamplingParams
 from mappa.storage.store import ArtifactStore
 
@@ -129,7 +128,9 @@ class ModelWorker:
         if self.engine is None:
             return []
         sampling = SamplingParams.from_fields(params)
-        prompts = [render_chat(self.tokenizer, c) for c in chats]
+        prompts = [
+            self.tokenizer.apply_chat_template(c, tokenize=False, add_generation_prompt=True) for c in chats
+        ]
         started = time.perf_counter()
         generations = self.engine.generate(prompts, sampling)
         per_item = (time.perf_counter() - started) / max(len(prompts), 1)
