@@ -4,6 +4,9 @@ Reference logprobs are computed for every action of every trainable agent, and o
 that sampled) either recomputed in fp32 by the agent's worker or taken from the rollout (`algo.old_logprobs`;
 `auto` takes the rollout's where they are the same numbers: the HF engine on the trainer's fp32 weights).
 When recomputed, the manifest's `logprob_mismatch` holds the per-agent gap to the rollout's logprobs.
+At iteration 0 the policy is the reference (every worker serves the initial weights), so only one pass
+runs there: the policy pass when old logprobs are recomputed, none when the rollout's logprobs are the
+trainer's own numbers (`reference_pass` in the manifest says which).
 Then the pure core turns scores and logprobs into KL, token rewards, returns and whitened advantages
 (scope `agent`: per agent; `global`: all together). Actions of frozen agents are scored but produce no
 experience. Skipped when its manifest matches.
@@ -19,6 +22,7 @@ import ray
 import torch
 
 from mappa.cluster.ray_cluster import agent_workers
+from mappa.config import rollout_logprobs_are_trainers
 from mappa.core.advantages import compute_reinforce_pp_advantages, pad_sequences
 from mappa.storage.run import Run
 
@@ -33,12 +37,23 @@ def join_scores(actions: pd.DataFrame, scores: pd.DataFrame) -> pd.DataFrame:
     return merged
 
 
+def reference_pass(iteration: int, recompute_old: bool, rollout_exact: bool) -> str:
+    """Which passes the reference logprobs need: `run` (a pass of the frozen reference), `policy` (the
+    policy's recomputed old logprobs are the reference's: iteration 0 serves the initial weights) or
+    `rollout` (iteration 0, and the rollout's logprobs are the trainer's own numbers: no pass at all)."""
+    if iteration > 0:
+        return "run"
+    if recompute_old:
+        return "policy"
+    return "rollout" if rollout_exact else "run"
+
+
 def fetch_logprobs(
-    run: Run, iteration: int, frame: pd.DataFrame, recompute_old: bool = True
+    run: Run, iteration: int, frame: pd.DataFrame, recompute_old: bool = True, reference: str = "run"
 ) -> dict[str, list[list[float]]]:
     """Old (policy) and reference logprobs per row, from each agent's worker, in frame order. Without
-    `recompute_old` the old logprobs are the rollout's own (`frame["logprobs"]`) and only the reference
-    pass runs."""
+    `recompute_old` the old logprobs are the rollout's own (`frame["logprobs"]`); `reference` (see
+    `reference_pass`) says whether the reference pass runs or equals the old logprobs."""
     workers = agent_workers(run, iteration)
     old: list[Any] = [None] * len(frame)
     ref: list[Any] = [None] * len(frame)
@@ -47,14 +62,15 @@ def fetch_logprobs(
         prompts = [list(map(int, frame.iloc[p]["prompt_token_ids"])) for p in positions]
         responses = [list(map(int, frame.iloc[p]["response_token_ids"])) for p in positions]
         worker = workers[agent]
-        calls = [worker.logprobs.remote(prompts, responses, "ref")]
-        if recompute_old:
-            calls.append(worker.logprobs.remote(prompts, responses, "policy"))
-        ref_rows, *old_rows = ray.get(calls)
-        ray.get(worker.release_memory.remote())  # once both passes are done: the next agent needs it
+        passes = (["ref"] if reference == "run" else []) + (["policy"] if recompute_old else [])
+        computed = dict(zip(passes, ray.get([worker.logprobs.remote(prompts, responses, w) for w in passes])))
+        if passes:
+            ray.get(worker.release_memory.remote())  # once both passes are done: the next agent needs it
         sampled = [list(map(float, frame.iloc[p]["logprobs"])) for p in positions]
+        old_rows = computed.get("policy", sampled)
+        ref_rows = computed.get("ref", old_rows)
         for i, p in enumerate(positions):
-            old[p], ref[p] = (old_rows[0][i] if recompute_old else sampled[i]), ref_rows[i]
+            old[p], ref[p] = old_rows[i], ref_rows[i]
     return {"old": old, "ref": ref}
 
 
@@ -127,7 +143,10 @@ def _compute_iteration_advantages(run: Run, iteration: int) -> dict[str, Any]:
     frame = frame.reset_index(drop=True)
     config = run.config
     source = config.algo.resolved_old_logprobs(config.engine, config.trainer)
-    logprobs = fetch_logprobs(run, iteration, frame, recompute_old=source == "recompute")
+    recompute = source == "recompute"
+    exact = rollout_logprobs_are_trainers(config.engine, config.trainer)
+    reference = reference_pass(iteration, recompute, exact)
+    logprobs = fetch_logprobs(run, iteration, frame, recompute_old=recompute, reference=reference)
     mismatch = logprob_mismatch(frame, logprobs["old"]) if source == "recompute" else None
     experiences = compute_experiences(frame, logprobs["old"], logprobs["ref"], run)
     run.store.write_parquet(experiences, *run.output_parts(iteration, "advantages"))
@@ -141,5 +160,6 @@ def _compute_iteration_advantages(run: Run, iteration: int) -> dict[str, Any]:
         timings={"total_s": time.perf_counter() - started},
         mean_kl=kl.to_dict(),
         old_logprobs=source,
+        reference_pass=reference,
         logprob_mismatch=mismatch,
     )

@@ -92,3 +92,20 @@ def test_a_missing_peft_is_named_with_the_fix(monkeypatch):
     monkeypatch.setitem(sys.modules, "peft", None)
     with pytest.raises(ImportError, match="pip install peft"):
         import_peft()
+
+
+def test_before_any_update_the_policy_pass_is_the_reference_pass(tiny_model):
+    """Why the advantages stage of iteration 0 runs one logprob pass, not two (`reference_pass`): the
+    initial weights are the reference, for a full-weight and a LoRA agent alike, to the last bit."""
+    from mappa.config import LoraConfig
+    from mappa.trainer.advantage_stage import reference_pass
+
+    prompts, responses = [[5, 6, 7], [8, 9]], [[20, 21], [22]]
+    for lora in (None, LoraConfig(rank=4, alpha=8)):
+        trainer = TorchTrainer(str(tiny_model), TrainerConfig(), AlgoConfig(), 2, lora=lora)
+        policy = trainer.logprobs(prompts, responses, "policy")
+        assert trainer.logprobs(prompts, responses, "ref") == policy
+    assert reference_pass(0, recompute_old=True, rollout_exact=False) == "policy"
+    assert reference_pass(0, recompute_old=False, rollout_exact=True) == "rollout"
+    assert reference_pass(0, recompute_old=False, rollout_exact=False) == "run"  # vLLM's bf16 numbers
+    assert all(reference_pass(1, r, e) == "run" for r in (True, False) for e in (True, False))
