@@ -24,6 +24,8 @@ import os
 import time
 from pathlib import Path
 
+from mappa.stages import output_parts, stage_complete
+
 REPO = Path(__file__).resolve().parents[1]
 METHODS = ("expected", "criteria")
 HIGH, LOW = 7.0, 3.0
@@ -48,8 +50,8 @@ def load_trajectories(root: str, run_ids: list[str]) -> list:
     for run_id in run_ids:
         run = Run.open(root, run_id)
         for iteration in range(run.config.iterations):
-            if run.stage_complete(iteration, "rollout"):
-                frame = run.store.read_parquet(*run.output_parts(iteration, "rollout"))
+            if stage_complete(run, iteration, "rollout"):
+                frame = run.store.read_parquet(*output_parts(run, iteration, "rollout"))
                 trajectories.extend(frame_to_trajectories(frame))
     if not trajectories:
         raise SystemExit(f"no finished rollout in runs {run_ids} under {root}")

@@ -39,6 +39,8 @@ import sys
 import time
 from pathlib import Path
 
+from mappa.stages import completed_iterations
+
 REPO = Path(__file__).resolve().parents[1]
 SOURCES = {
     "rubric": ["coach.type=rubric", "coach.use_ground_truth=true"],
@@ -114,7 +116,7 @@ def train_one(args: argparse.Namespace, common: list[str], source: str, seed: in
 
 
 def evaluate_base(args: argparse.Namespace, run: str) -> None:
-    from mappa.envs.evaluate_stage import evaluation_complete
+    from mappa.stages.evaluate import evaluation_complete
     from mappa.storage.run import Run
 
     if not evaluation_complete(Run.open(args.root, run), -1):
@@ -123,7 +125,7 @@ def evaluate_base(args: argparse.Namespace, run: str) -> None:
 
 def evaluation(args: argparse.Namespace, run_name: str, iteration: int) -> dict | None:
     """Strict and flexible held-out success of checkpoint `iteration` (-1: base), if evaluated."""
-    from mappa.envs.evaluate_stage import evaluation_complete, evaluation_parts
+    from mappa.stages.evaluate import evaluation_complete, evaluation_parts
     from mappa.storage.run import Run
 
     run = Run.open(args.root, run_name)
@@ -139,7 +141,7 @@ def evaluation(args: argparse.Namespace, run_name: str, iteration: int) -> dict 
 
 def training_curves(args: argparse.Namespace, run_name: str) -> dict:
     """Per iteration: mean coach score, KL and training success per agent; the run's stage times."""
-    from mappa.storage.curves import run_curves
+    from mappa.stages.report import run_curves
     from mappa.storage.run import Run
 
     run = Run.open(args.root, run_name)
@@ -149,7 +151,7 @@ def training_curves(args: argparse.Namespace, run_name: str) -> dict:
         for agent, g in curves.groupby("agent")
     }
     stage_s = {}
-    for iteration in range(run.completed_iterations()):
+    for iteration in range(completed_iterations(run)):
         for stage in ("rollout", "score", "advantages", "update"):
             manifest = run.store.read_json(*run.parts(iteration, stage, "_manifest.json"))
             stage_s.setdefault(stage, []).append(round(manifest["timings"]["total_s"], 1))

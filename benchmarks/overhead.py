@@ -69,6 +69,8 @@ from typing import Any  # noqa: E402
 import overhead_probes as probes  # noqa: E402
 from comparison import default_out, machine_info, print_facts, print_table, verdict, write_json  # noqa: E402
 
+from mappa.stages import output_parts
+
 REPO = Path(__file__).resolve().parents[1]
 TARGET = 0.05  # at most this share of an iteration's wall time is not compute (the project's issue)
 TINY = ("rollout.problems_per_iteration=2", "rollout.max_new_tokens=16", "coach.max_new_tokens=16")
@@ -195,7 +197,7 @@ def stage_rows(timeline: probes.Timeline, run, by_stage: dict[str, dict[str, flo
 
 def artifact_checks(timeline: probes.Timeline, run, seconds: dict[str, float], ray_rows) -> list[tuple]:
     """(what, from the run's records or a measured floor, from the probes, note) rows."""
-    actions = run.store.read_parquet(*run.output_parts(0, "rollout"))
+    actions = run.store.read_parquet(*output_parts(run, 0, "rollout"))
     calls = actions.groupby(["agent", "turn"])["generation_s"].agg(["first", "size"])
     per_call = float((calls["first"] * calls["size"]).sum())  # one call per seat and turn in MathChat
     chat = sum(r["in_worker_s"] for r in ray_rows if r["worker"] == "agent" and r["method"] == "chat")

@@ -230,15 +230,17 @@ class _TimedActor:
 
 def install(timeline: Timeline) -> None:
     """Replace mappa's functions (in this process) by timed ones; workers become `TimedModelWorker`s."""
+    from dataclasses import replace
+
     import ray
 
     import mappa.cluster.ray_cluster as cluster
-    import mappa.coach.stage as coach_stage
-    import mappa.envs.rollout as rollout
     import mappa.flows.train as train_flow
-    import mappa.tasks.stages as tasks
-    import mappa.trainer.advantage_stage as advantage_stage
-    import mappa.trainer.update_stage as update_stage
+    import mappa.stages.advantages as advantage_stage
+    import mappa.stages.rollout as rollout
+    import mappa.stages.score as coach_stage
+    import mappa.stages.update as update_stage
+    from mappa.stages import REGISTRY
     from mappa.storage.store import ArtifactStore
 
     # ray pickles the worker class by value, so the workers need not import this benchmark module
@@ -262,10 +264,13 @@ def install(timeline: Timeline) -> None:
     for module in (cluster, rollout, advantage_stage, update_stage):
         module.agent_workers = agent_workers
     cluster.coach_worker = _first_then(timeline, "worker start", "Ray calls", cluster.coach_worker)
-    for stage in STAGES:
-        name = f"{stage}_stage"
-        setattr(tasks, name, _timed(timeline, "stage glue", getattr(tasks, name), stage))
-    tasks.publish_iteration_report = _timed(timeline, "report", tasks.publish_iteration_report, "report")
+    for stage in STAGES:  # the tasks run a stage's registered `compute`, looked up at call time
+        REGISTRY[stage] = replace(
+            REGISTRY[stage], compute=_timed(timeline, "stage glue", REGISTRY[stage].compute, stage)
+        )
+    REGISTRY["report"] = replace(
+        REGISTRY["report"], compute=_timed(timeline, "report", REGISTRY["report"].compute, "report")
+    )
     train_flow.run_summary = _timed(timeline, "run summary", train_flow.run_summary)
     train_flow.release_workers = _releasing(timeline, train_flow.release_workers)
     for method in STORE_METHODS:

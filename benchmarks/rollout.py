@@ -4,7 +4,7 @@ What it measures, in one process, alternating the two sides for `--repeats` roun
 - mappa: the MathChat rollout as the rollout stage runs it, without Prefect or storage. Three Ray
   `ModelWorker` actors (solver, executor, verifier; created with the arguments `mappa.cluster.ray_cluster`
   gives them: default trainer/algo configs, `EngineConfig(batch_size=...)`, the seed and torch threads),
-  the agents built as `mappa.envs.rollout.build_agents` builds them (`remote_chat`), then
+  the agents built as `mappa.stages.rollout.build_agents` builds them (`remote_chat`), then
   `asyncio.run(run_mathchat(...))` on the first N built-in training problems. Timed: that call, i.e. Ray
   calls, chat templating, batched HF `generate` with per-token logprobs, the sandbox running the
   executor's code, answer grading. Tokens: every action's `response_token_ids`.
@@ -144,10 +144,10 @@ def start_workers(model_path: str, args: argparse.Namespace, ray_dir: str) -> di
 
 
 def build_agents(workers: dict[str, Any], params) -> dict[str, Any]:
-    """As `mappa.envs.rollout.build_agents`, without the Run it reads the env type from."""
+    """As `mappa.stages.rollout.build_agents`, without the Run it reads the env type from."""
     from mappa.agents.agent import Agent
     from mappa.envs.registry import get_env_spec
-    from mappa.envs.rollout import remote_chat
+    from mappa.stages.rollout import remote_chat
 
     spec = get_env_spec("mathchat")
     return {name: Agent(name, spec.roles[name], remote_chat(workers[name]), params) for name in spec.seats}

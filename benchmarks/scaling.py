@@ -226,7 +226,7 @@ async def run_chain(questions: list[str], agents: list) -> list[list]:
 
 def roll_out_chain(workers: dict[str, Any], problems, count: int, params) -> tuple[float, Batches]:
     from mappa.agents.agent import Agent
-    from mappa.envs.rollout import remote_chat
+    from mappa.stages.rollout import remote_chat
 
     names = list(workers)[:count]
     agents = [Agent(n, chain_role(i, count), remote_chat(workers[n]), params) for i, n in enumerate(names)]
@@ -264,8 +264,8 @@ def run_sweeps(args, model_path: str, ray_dir: str) -> tuple[list[dict], dict[st
     from rollout import warm_up_workers
 
     from mappa.envs.math_problems import load_builtin
-    from mappa.envs.rollout import select_problems
     from mappa.inference.engine import SamplingParams
+    from mappa.stages.rollout import select_problems
 
     params = SamplingParams(1.0, 1.0, args.max_new_tokens, (), args.seed)
     train = load_builtin("train")

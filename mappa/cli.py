@@ -68,6 +68,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
 def cmd_inspect(args: argparse.Namespace) -> int:
     import pandas as pd
 
+    from mappa.stages.report import kind_rows_of
     from mappa.storage import inspect
     from mappa.storage.run import Run
 
@@ -79,7 +80,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     elif args.iteration is not None:
         frame = inspect.scored_actions(run, args.iteration)
         console.print(_frame_table(f"iteration {args.iteration}: agents", inspect.agent_stats(frame)))
-        kinds = inspect.kind_rows_of(run, args.iteration)
+        kinds = kind_rows_of(run, args.iteration)
         if kinds:
             console.print(_frame_table(f"iteration {args.iteration}: by task kind", pd.DataFrame(kinds)))
         low, high = inspect.extreme_actions(frame)
@@ -95,7 +96,8 @@ def print_plot(run, path: str) -> None:
     """The training curves of every finished iteration as a PNG at `path` (a local file)."""
     from pathlib import Path
 
-    from mappa.storage.curves import plot_curves, run_curves
+    from mappa.stages.report import run_curves
+    from mappa.storage.curves import plot_curves
 
     frame = run_curves(run)  # a ValueError names the run when no iteration has finished
     target = Path(path).expanduser()
@@ -134,7 +136,7 @@ def print_trajectory(frame) -> None:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    from mappa.envs.evaluate_stage import check_evaluable, evaluation_rows, last_trained_iteration
+    from mappa.stages.evaluate import check_evaluable, evaluation_rows, last_trained_iteration
     from mappa.storage.run import Run
 
     run = Run.open(args.root, args.run_id)  # fails fast, before Ray or Prefect start
@@ -183,6 +185,8 @@ def cmd_models(args: argparse.Namespace) -> int:
 
 
 def print_summary(summary: dict[str, Any]) -> None:
+    from mappa.stages import TRAINING
+
     agents = Table(title=f"run {summary['run_id']}: agents")
     for column in ("agent", "iteration", "mean coach score", "KL", "loss", "grad norm"):
         agents.add_column(column, justify="right" if column != "agent" else "left")
@@ -197,14 +201,14 @@ def print_summary(summary: dict[str, Any]) -> None:
                 f"{row['grad_norm']:.3f}",
             )
     iterations = Table(title="iterations")
-    for column in ("iteration", "success rate", "rollout s", "score s", "advantages s", "update s"):
+    for column in ("iteration", "success rate", *(f"{stage} s" for stage in TRAINING)):
         iterations.add_column(column, justify="right")
     for row in summary["iterations"]:
         t = row["seconds"]
         iterations.add_row(
             str(row["iteration"]),
             f"{row['success_rate']:.0%}",
-            *(f"{t[s]:.1f}" for s in ("rollout", "score", "advantages", "update")),
+            *(f"{t[s]:.1f}" for s in TRAINING),
         )
     console.print(agents)
     console.print(iterations)

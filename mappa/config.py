@@ -310,9 +310,11 @@ class RetryConfig(_Section):
     advantages: int = Field(0, ge=0)
     update: int = Field(1, ge=0)
     report: int = Field(1, ge=0)
+    evaluate: int = Field(0, ge=0)
     delay_s: float = Field(10.0, ge=0)
 
     def delays(self, stage: str) -> list[float]:
+        """The waits before each retry of `stage` (a field per registered stage: a test keeps them so)."""
         return [self.delay_s * 2**k for k in range(getattr(self, stage))]
 
 

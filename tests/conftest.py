@@ -20,6 +20,8 @@ from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
 
+from mappa.stages import output_parts, write_manifest
+
 
 @pytest.fixture(scope="session")
 def tiny_model(tmp_path_factory) -> Path:
@@ -198,16 +200,20 @@ def synthetic_run(tmp_path):
             for i, score in enumerate(scores)
         ).assign(trajectory_id=f"t{iteration}", parse_status="ok")
         for stage in ("rollout", "score", "advantages"):
-            run.store.write_parquet(frame, *run.output_parts(iteration, stage))
+            run.store.write_parquet(frame, *output_parts(run, iteration, stage))
         times = {"total_s": 10.0 + iteration}
-        run.write_manifest(
-            iteration, "rollout", 6, times, trajectories=4, success_rate=0.25 * (iteration + 1)
+        write_manifest(
+            run, iteration, "rollout", 6, times, trajectories=4, success_rate=0.25 * (iteration + 1)
         )
         score = {"coach_model": "rubric", "parse_status": {"ok": 5, "fallback": 1}, "bias": {"gap": 1.5}}
-        run.write_manifest(iteration, "score", 6, {"total_s": 2.0}, **score, rubric_agreement={"solver": 0.5})
-        run.write_manifest(iteration, "advantages", 6, {"total_s": 3.0})
-        run.store.write_json(_synthetic_run_metrics(iteration), *run.output_parts(iteration, "update"))
-        run.write_manifest(iteration, "update", 2, {"total_s": 4.0}, agents=_synthetic_run_metrics(iteration))
-    run.store.write_parquet(frame, *run.output_parts(2, "rollout"))
-    run.write_manifest(2, "rollout", 6, {"total_s": 1.0}, success_rate=1.0)
+        write_manifest(
+            run, iteration, "score", 6, {"total_s": 2.0}, **score, rubric_agreement={"solver": 0.5}
+        )
+        write_manifest(run, iteration, "advantages", 6, {"total_s": 3.0})
+        run.store.write_json(_synthetic_run_metrics(iteration), *output_parts(run, iteration, "update"))
+        write_manifest(
+            run, iteration, "update", 2, {"total_s": 4.0}, agents=_synthetic_run_metrics(iteration)
+        )
+    run.store.write_parquet(frame, *output_parts(run, 2, "rollout"))
+    write_manifest(run, 2, "rollout", 6, {"total_s": 1.0}, success_rate=1.0)
     return run

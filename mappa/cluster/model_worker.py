@@ -31,26 +31,8 @@ from mappa.cluster.memory import release_freed_memory
 from mappa.cluster.shared_engine import SharedEngineClient
 from mappa.config import AlgoConfig, EngineConfig, LoraConfig, TrainerConfig
 from mappa.inference.engine import SamplingParams
+from mappa.inference.vllm_engine import vllm_engine_for
 from mappa.storage.store import ArtifactStore
-
-
-def vllm_engine(path: str, config: EngineConfig, seed: int, cpu_threads: int | None = None):
-    """A vLLM engine for this worker's model (`engine.type: vllm`)."""
-    from mappa.inference.precision import resolve_bf16
-    from mappa.inference.vllm_engine import VLLMEngine
-
-    on_gpu = torch.cuda.is_available()
-    return VLLMEngine(
-        path,
-        dtype="auto" if on_gpu else ("bfloat16" if resolve_bf16(config.bf16_autocast) else "float32"),
-        tensor_parallel_size=config.tensor_parallel_size,
-        gpu_memory_utilization=config.gpu_memory_utilization,
-        max_model_len=config.max_model_len,
-        enforce_eager=config.enforce_eager,
-        seed=seed,
-        cpu_kv_cache_gb=config.cpu_kv_cache_gb,
-        cpu_threads=cpu_threads,
-    )
 
 
 class ModelWorker:
@@ -105,7 +87,7 @@ class ModelWorker:
             elif int(os.environ.get("RANK", "0")) >= engine_config.num_engines:
                 self.engine = None  # engines on the first ranks only (vLLM needs no lockstep)
             else:
-                self.engine = vllm_engine(path, engine_config, seed, torch.get_num_threads())
+                self.engine = vllm_engine_for(path, engine_config, seed, torch.get_num_threads())
         else:
             self.engine = HFEngine(
                 self.trainer.policy, self.tokenizer, engine_config.batch_size, engine_config.bf16_autocast

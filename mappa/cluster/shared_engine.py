@@ -24,7 +24,10 @@ import ray
 import torch
 
 from mappa.cluster.memory import release_freed_memory
+from mappa.config import EngineConfig
 from mappa.inference.engine import Engine, Generation, SamplingParams
+from mappa.inference.prepare import resolve_model
+from mappa.inference.vllm_engine import vllm_engine_for
 
 SHARED_ENGINE = "shared-engine"
 
@@ -33,11 +36,7 @@ class SharedEngine:
     """The actor: a vLLM engine and the key of the weights it holds."""
 
     def __init__(self, model: str, engine: dict[str, Any], seed: int, threads: int | None = None) -> None:
-        from mappa.cluster.model_worker import vllm_engine
-        from mappa.config import EngineConfig
-        from mappa.inference.prepare import resolve_model
-
-        self.engine = vllm_engine(resolve_model(model), EngineConfig(**engine), seed, threads)
+        self.engine = vllm_engine_for(resolve_model(model), EngineConfig(**engine), seed, threads)
         self.loaded: str | None = None
 
     def generate(

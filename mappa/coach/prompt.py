@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mappa.core.types import Action, ToolResult, Trajectory
-from mappa.envs.registry import answer_reference
+from mappa.envs.spec import answer_reference
 
 TEMPLATE_DIR = Path(__file__).parent / "templates"
 PLACEHOLDERS = frozenset(

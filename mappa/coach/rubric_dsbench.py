@@ -31,7 +31,7 @@ from __future__ import annotations
 from mappa.coach.rubric import Verdict, register_rule_set
 from mappa.core.types import Action, Trajectory
 from mappa.envs.dsbench import OUTPUTS
-from mappa.envs.tabular_tasks import PUBLIC_FILES
+from mappa.envs.tabular_task import PUBLIC_FILES
 
 INPUTS = {
     "data_engineer": ("train.csv", "test.csv"),

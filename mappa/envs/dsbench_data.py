@@ -34,7 +34,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from mappa.envs.tabular_tasks import Kind, TabularTask
+from mappa.envs.tabular_task import Kind, TabularTask
 
 logger = logging.getLogger(__name__)
 

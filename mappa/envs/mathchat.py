@@ -22,7 +22,7 @@ from mappa.envs.feedback import clip, describe_result
 from mappa.envs.grading import extract_boxed, extract_flexible, grade_answer
 from mappa.envs.math_levels import load_builtin_source
 from mappa.envs.math_problems import load_problems
-from mappa.envs.registry import EnvSpec, answer_reference
+from mappa.envs.spec import EnvSpec, answer_reference
 from mappa.sandbox import SandboxLimits, run_programs_async
 
 SEATS = ("solver", "executor", "verifier")

@@ -2,36 +2,16 @@
 what ground truth the coach may see for an action.
 
 Registry keys equal the config's `env.type` values. Env modules are imported only when their spec is asked
-for, so config validation (which asks for an env's seats) stays cheap.
+for (inside `get_env_spec`: DSBench's module loads scikit-learn), so config validation, which asks for an
+env's seats, stays cheap. What a spec holds: `mappa.envs.spec`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
-from typing import Any
-
-from mappa.core.types import Action, Problem, Trajectory
+from mappa.core.types import Problem
+from mappa.envs.spec import EnvSpec
 
 ENV_TYPES = ("mathchat", "dsbench")
-
-# (problems as (trajectory id, problem), agents by seat, sandbox limits, the env's config) -> trajectories
-RunFn = Callable[[list[tuple[str, Problem]], dict[str, Any], Any, Any], Awaitable[list[Trajectory]]]
-# The ground truth the coach sees for one action when coach.use_ground_truth is set (None: none for it)
-ReferenceFn = Callable[[Trajectory, Action], str | None]
-
-
-@dataclass(frozen=True)
-class EnvSpec:
-    type: str
-    seats: tuple[str, ...]
-    roles: dict[str, str]
-    task: str
-    run: RunFn
-    load_problems: Callable[[str], list[Problem]]
-    coach_reference: ReferenceFn
-    stops: dict[str, tuple[str, ...]] = field(default_factory=dict)
-    """Per seat, strings that end its generation (kept in the output), e.g. a code block's closing fence."""
 
 
 def env_seats(env_type: str) -> tuple[str, ...]:
@@ -53,8 +33,3 @@ def get_env_spec(env_type: str) -> EnvSpec:
 def load_env_problems(env_type: str, source: str) -> list[Problem]:
     """The problems of `source` (an env's `train_data` / `eval_data` value) for env `env_type`."""
     return get_env_spec(env_type).load_problems(source)
-
-
-def answer_reference(trajectory: Trajectory, action: Action) -> str | None:
-    """The default ground-truth block: the problem's reference answer, shown for every action."""
-    return f"REFERENCE ANSWER (ground truth): {trajectory.problem.answer}"

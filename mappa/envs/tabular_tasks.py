@@ -32,7 +32,6 @@ import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
 import numpy as np
 import pandas as pd
@@ -40,26 +39,12 @@ from sklearn import datasets
 from sklearn.model_selection import train_test_split
 
 from mappa.core.types import Problem
+from mappa.envs.dsbench_data import load_dsbench_tasks, read_answers, resplit_folder
+from mappa.envs.tabular_task import METRICS, PUBLIC_FILES, Kind, TabularTask
 
-Kind = Literal["regression", "classification"]
-METRICS = {"rmse": False, "mae": False, "f1": True, "accuracy": True, "roc_auc": True}  # higher is better
 SPLITS = ("train", "eval")
-PUBLIC_FILES = ("train.csv", "test.csv", "sample_submission.csv")
 _MISSING_SHARE = 0.04  # share of rows whose value is blanked in each column of a spec's `missing`
 _TEST_SHARE = 0.25
-
-
-@dataclass(frozen=True)
-class TabularTask:
-    """One tabular modelling task; `name` is also the id of its `Problem`."""
-
-    name: str
-    kind: Kind
-    metric: str  # a METRICS key, or "dsbench-script" (the competition's own scoring script)
-    description: str  # what the agents read; never holds a label value
-    id_column: str
-    target_columns: tuple[str, ...]  # submission columns besides the id
-    source: str  # "builtin" or the path of a DSBench data_modeling folder
 
 
 # ---------------------------------------------------------------- the raw data sets
@@ -299,8 +284,6 @@ def problem_to_task(problem: Problem) -> TabularTask:
         return _task(_SPEC_BY_NAME[problem.id])
     if not source:
         raise ValueError(f"problem {problem.id!r}: meta has no `source`; make problems with task_to_problem")
-    from mappa.envs.dsbench_data import load_dsbench_tasks  # imported here: dsbench_data imports this module
-
     return load_dsbench_tasks(source, [problem.id])[0]
 
 
@@ -312,8 +295,6 @@ def load_task_problems(source: str) -> list[Problem]:
     if source.startswith("builtin:") and source.removeprefix("builtin:") in SPLITS:
         return [task_to_problem(task) for task in builtin_tasks(source.removeprefix("builtin:"))]
     if source.startswith("dsbench:") and source.removeprefix("dsbench:").split("#")[0]:
-        from mappa.envs.dsbench_data import load_dsbench_tasks
-
         root, _, subset = source.removeprefix("dsbench:").partition("#")
         names = [name.strip() for name in subset.split(",") if name.strip()] or None
         return [task_to_problem(task) for task in load_dsbench_tasks(root, names)]
@@ -326,8 +307,6 @@ def public_frames(task: TabularTask) -> tuple[pd.DataFrame, pd.DataFrame]:
     if task.source == "builtin":
         data = _build(task.name)
         return data.train.copy(), data.test.copy()
-    from mappa.envs.dsbench_data import resplit_folder
-
     folder = resplit_folder(task)
     return pd.read_csv(folder / "train.csv"), pd.read_csv(folder / "test.csv")
 
@@ -337,8 +316,6 @@ def write_workspace(task: TabularTask, folder: Path) -> list[str]:
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     if task.source != "builtin":
-        from mappa.envs.dsbench_data import resplit_folder
-
         written = []
         for entry in sorted(resplit_folder(task).iterdir()):
             if entry.is_dir():
@@ -360,8 +337,6 @@ def hidden_labels(task: TabularTask) -> pd.DataFrame:
     """The id column and target columns of the test rows: what the grader compares a submission with."""
     if task.source == "builtin":
         return _build(task.name).labels.copy()
-    from mappa.envs.dsbench_data import read_answers
-
     return read_answers(task)
 
 

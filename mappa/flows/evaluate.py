@@ -1,10 +1,10 @@
 """The `evaluate` flow: one checkpoint of a run on held-out problems, as a Prefect task.
 
 A readable sequence and nothing else: pick the checkpoint (default: the last iteration with a complete
-update; -1: the base model), run the `evaluate` task (skipped when that evaluation is complete), free the
-run's Ray workers, publish the results as a table artifact (`mappa.flows.report.publish_evaluation`, also
-when the evaluation was skipped, so a failed publish is redone). The stage lives in
-`mappa.envs.evaluate_stage`.
+update; -1: the base model), run the `evaluate` stage's task (skipped when that evaluation is complete),
+free the run's Ray workers, publish the results as a table artifact (`mappa.stages.report.
+publish_evaluation`, also when the evaluation was skipped, so a failed publish is redone). The stage lives
+in `mappa.stages.evaluate`.
 """
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ from typing import Any
 from prefect import flow, get_run_logger
 
 from mappa.cluster.ray_cluster import release_workers
-from mappa.envs.evaluate_stage import evaluation_rows, last_trained_iteration
-from mappa.flows.report import publish_evaluation
-from mappa.flows.summary import describe_stage
+from mappa.stages import describe_stage
+from mappa.stages.evaluate import evaluation_rows, last_trained_iteration
+from mappa.stages.report import publish_evaluation
 from mappa.storage.run import Run
-from mappa.tasks.evaluate import evaluate as evaluate_task
+from mappa.tasks.stages import configure_stage
 
 
 @flow(name="mappa-evaluate", log_prints=True)
@@ -27,8 +27,9 @@ def evaluate(run_id: str, root: str = "runs", iteration: int | None = None) -> d
     run = Run.open(root, run_id)
     if iteration is None:
         iteration = last_trained_iteration(run)
+    task = configure_stage("evaluate", run.config, run_id)
     try:
-        manifest = evaluate_task(root, run_id, iteration)
+        manifest = task(root, run_id, iteration)
     finally:
         release_workers(run_id, list(run.config.agents))
     get_run_logger().info(describe_stage("evaluate", iteration, manifest))

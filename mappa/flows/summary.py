@@ -1,52 +1,21 @@
-"""What a run did, read back from its manifests: one progress line per stage and the closing summary."""
+"""What a run did, read back from its manifests: the closing summary of the train flow and the CLI."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from mappa.stages import TRAINING, stage_complete
 from mappa.storage.run import Run
-
-
-def describe_stage(stage: str, iteration: int, manifest: dict[str, Any]) -> str:
-    seconds = manifest.get("timings", {}).get("total_s", 0.0)
-    head = f"iter {iteration} {stage:<10}" + (
-        " skipped (already complete)" if manifest.get("skipped") else ""
-    )
-    if stage == "rollout":
-        detail = (
-            f"{manifest['trajectories']} trajectories, {manifest['rows']} actions, "
-            f"success {manifest['success_rate']:.0%}, {manifest['tokens_per_s']:.0f} tokens/s"
-        )
-    elif stage == "score":
-        coach, parse = manifest["coach_model"], manifest["parse_status"]
-        detail = f"{manifest['rows']} actions scored by {coach}, parse {parse}"
-    elif stage == "advantages":
-        kl = ", ".join(f"{a} {v:.4f}" for a, v in manifest.get("mean_kl", {}).items())
-        detail = f"{manifest['rows']} experiences, KL {kl}"
-    elif stage == "evaluate":
-        detail = (
-            f"{manifest['label']}: {manifest['correct']}/{manifest['problems']} held-out problems correct "
-            f"({manifest['success_rate']:.0%})"
-        )
-    else:
-        detail = ", ".join(
-            f"{a}: loss {m['loss']:.4f} score {m['mean_score']:.2f}"
-            for a, m in manifest.get("agents", {}).items()
-        )
-    return f"{head} {detail} ({seconds:.1f} s)"
 
 
 def run_summary(run: Run) -> dict[str, Any]:
     """Per iteration: success rate and stage times; per agent and iteration: score, KL, loss."""
     iterations, agents = [], {}
     for iteration in range(run.config.iterations):
-        if not run.stage_complete(iteration, "update"):
+        if not stage_complete(run, iteration, "update"):
             break
         rollout = run.read_manifest(iteration, "rollout")
-        times = {
-            s: run.read_manifest(iteration, s)["timings"]["total_s"]
-            for s in ("rollout", "score", "advantages", "update")
-        }
+        times = {s: run.read_manifest(iteration, s)["timings"]["total_s"] for s in TRAINING}
         iterations.append({"iteration": iteration, "success_rate": rollout["success_rate"], "seconds": times})
         for agent, m in run.read_manifest(iteration, "update").get("agents", {}).items():
             agents.setdefault(agent, []).append(

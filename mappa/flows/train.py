@@ -1,9 +1,9 @@
 """The `train` flow: iterations of rollout -> score -> advantages -> update -> report, as Prefect tasks,
 with an evaluation on held-out problems every `rollout.eval_every` iterations.
 
-A readable sequence of task calls and nothing else: the stages live in their own modules, and every stage
-skips itself when its artifacts are complete, so running the flow again with the same run id continues
-where the run stopped. Progress goes to the flow's logger, one line per stage.
+A readable sequence of task calls and nothing else: the stages live in `mappa.stages` (one module each),
+and every stage skips itself when its artifacts are complete, so running the flow again with the same run
+id continues where the run stopped. Progress goes to the flow's logger, one line per stage.
 """
 
 from __future__ import annotations
@@ -15,12 +15,12 @@ from prefect import flow, get_run_logger
 
 from mappa.cluster.ray_cluster import COACH, release_workers
 from mappa.config import apply_overrides, load_config, validate_config
-from mappa.envs.evaluate_stage import evaluation_rows
-from mappa.flows.report import publish_evaluation
-from mappa.flows.summary import describe_stage, run_summary
+from mappa.flows.summary import run_summary
+from mappa.stages import TRAINING, describe_stage
+from mappa.stages.evaluate import evaluation_rows
+from mappa.stages.report import publish_evaluation
 from mappa.storage.run import Run
-from mappa.tasks.evaluate import evaluate
-from mappa.tasks.stages import STAGES, configure_stage, report
+from mappa.tasks.stages import configure_stage
 
 
 @flow(name="mappa-train", log_prints=True)
@@ -47,8 +47,9 @@ def train(
     logger = get_run_logger()
     logger.info("run %s -> %s", run.run_id, run.store.url(run.run_id))
     root = config.storage.root
-    stages = [configure_stage(stage, config, run.run_id) for stage in STAGES]
-    publish = configure_stage(report, config, run.run_id)
+    stages = [configure_stage(name, config, run.run_id) for name in TRAINING]
+    publish = configure_stage("report", config, run.run_id)
+    evaluate = configure_stage("evaluate", config, run.run_id)
     try:
         for iteration in range(config.iterations):
             for stage in stages:

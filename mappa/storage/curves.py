@@ -1,27 +1,18 @@
-"""Training curves of a run: per iteration and agent, coach scores and trainer metrics, and a PNG of them.
+"""Training curves of a run as a PNG: per iteration and agent, coach scores and trainer metrics.
 
-`run_curves` reads the artifacts only (any store root, local or s3://): the coach's scores from each
-iteration's `score/scores.parquet`, the trainer's metrics from the update manifest and the success rate
-from the rollout manifest. An iteration counts as finished when its update manifest exists (a manifest is
-written last); the manifest's config and code hashes are not checked, so a run made by an older mappa
-still plots. Score spread is the population standard deviation (ddof=0), as in `mappa inspect`.
-
+The curves frame (`COLUMNS`) is read from a run's artifacts by `mappa.stages.report.run_curves`.
 `plot_curves` draws with matplotlib's Agg canvas on a `Figure` of its own: no pyplot, no global state, no
 display needed. Not covered: smoothing, confidence bands across seeds, or comparing several runs.
 """
 
 from __future__ import annotations
 
-import math
-import re
 from pathlib import Path
 from typing import IO
 
 import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
-
-from mappa.storage.run import Run
 
 SCORE_STATS = ("actions", "mean_score", "std_score", "min_score", "max_score")
 TRAINER_METRICS = ("kl", "loss", "clip_fraction", "approx_kl", "grad_norm", "tokens_per_s")
@@ -33,56 +24,6 @@ PANELS = (
     ("loss", "policy loss"),
     ("success_rate", "success rate"),
 )
-_ITERATION_FOLDER = re.compile(r"^iter-(\d{4,})$")
-
-
-def finished_iterations(run: Run) -> list[int]:
-    """Iterations whose update stage wrote its manifest, in order."""
-    found = (_ITERATION_FOLDER.match(name) for name in run.store.list(run.run_id))
-    iterations = sorted(int(m.group(1)) for m in found if m)
-    return [i for i in iterations if run.store.exists(*run.parts(i, "update", "_manifest.json"))]
-
-
-def run_curves(run: Run) -> pd.DataFrame:
-    """One row per (iteration, agent) of every finished iteration, columns as in `COLUMNS`.
-
-    Agents are those the coach scored plus those the trainer updated; a frozen agent has NaN trainer
-    metrics. Raises ValueError when no iteration has finished.
-    """
-    iterations = finished_iterations(run)
-    if not iterations:
-        raise ValueError(
-            f"run {run.run_id} has no finished iteration (no iter-*/update/_manifest.json under "
-            f"{run.store.url(run.run_id)}); curves need at least one completed update stage"
-        )
-    rows = [row for iteration in iterations for row in _iteration_rows(run, iteration)]
-    return pd.DataFrame(rows, columns=list(COLUMNS))
-
-
-def _iteration_rows(run: Run, iteration: int) -> list[dict]:
-    trained = run.read_manifest(iteration, "update").get("agents", {})
-    success = run.read_manifest(iteration, "rollout").get("success_rate")
-    scores = pd.DataFrame({"agent": pd.Series([], dtype=str), "score": pd.Series([], dtype=float)})
-    if run.store.exists(*run.output_parts(iteration, "score")):
-        scores = run.store.read_parquet(*run.output_parts(iteration, "score"))
-    rows = []
-    for agent in sorted(set(scores["agent"]) | set(trained)):
-        values = scores.loc[scores["agent"] == agent, "score"].astype(float)  # empty: the stats are NaN
-        metrics = trained.get(agent, {})
-        rows.append(
-            {
-                "iteration": iteration,
-                "agent": agent,
-                "actions": len(values),
-                "mean_score": values.mean(),
-                "std_score": values.std(ddof=0),
-                "min_score": values.min(),
-                "max_score": values.max(),
-                **{name: float(metrics.get(name, math.nan)) for name in TRAINER_METRICS},
-                "success_rate": math.nan if success is None else float(success),
-            }
-        )
-    return rows
 
 
 def plot_curves(frame: pd.DataFrame, target: str | Path | IO[bytes], title: str | None = None) -> None:
@@ -96,7 +37,7 @@ def plot_curves(frame: pd.DataFrame, target: str | Path | IO[bytes], title: str 
     missing = [c for c in ("iteration", "agent", *(p for p, _ in PANELS)) if c not in frame.columns]
     if missing:
         raise ValueError(
-            f"curves frame lacks columns {missing}; build it with mappa.storage.curves.run_curves"
+            f"curves frame lacks columns {missing}; build it with mappa.stages.report.run_curves"
         )
     figure = Figure(figsize=(10, 7), dpi=80, layout="constrained")
     FigureCanvasAgg(figure)

@@ -10,25 +10,23 @@ from typing import Any
 
 import pandas as pd
 
-from mappa.envs.outcome_summary import kind_rows
-from mappa.storage.run import STAGE_OUTPUTS, Run
-
-STAGES = tuple(STAGE_OUTPUTS)
+from mappa.stages import TRAINING, output_parts
+from mappa.storage.run import Run
 
 
 def iteration_rows(run: Run) -> list[dict[str, Any]]:
     """One row per iteration that has a rollout: success rate, actions, mean score, stage status."""
     rows = []
     iteration = 0
-    while run.store.exists(*run.output_parts(iteration, "rollout")):
+    while run.store.exists(*output_parts(run, iteration, "rollout")):
         row: dict[str, Any] = {"iteration": iteration}
-        finished = [s for s in STAGES if run.store.exists(*run.parts(iteration, s, "_manifest.json"))]
+        finished = [s for s in TRAINING if run.has_manifest(iteration, s)]
         rollout = run.read_manifest(iteration, "rollout") if "rollout" in finished else {}
         row["success_rate"] = rollout.get("success_rate")
         row["actions"] = rollout.get("rows")
-        if run.store.exists(*run.output_parts(iteration, "score")):
+        if run.store.exists(*output_parts(run, iteration, "score")):
             row["mean_score"] = float(
-                run.store.read_parquet(*run.output_parts(iteration, "score"))["score"].mean()
+                run.store.read_parquet(*output_parts(run, iteration, "score"))["score"].mean()
             )
         row["finished stages"] = ", ".join(finished)
         rows.append(row)
@@ -36,24 +34,13 @@ def iteration_rows(run: Run) -> list[dict[str, Any]]:
     return rows
 
 
-def kind_rows_of(run: Run, iteration: int) -> list[dict[str, Any]]:
-    """Per task kind figures of an iteration (DSBench: regression vs classification); [] for envs without."""
-    manifests = {
-        stage: run.read_manifest(iteration, stage)
-        for stage in ("rollout", "score")
-        if run.store.exists(*run.parts(iteration, stage, "_manifest.json"))
-    }
-    by_kind = manifests.get("rollout", {}).get("by_kind")
-    return kind_rows(by_kind, manifests.get("score", {}).get("mean_score_by_kind"))
-
-
 def scored_actions(run: Run, iteration: int) -> pd.DataFrame:
     """The iteration's actions joined with their scores (one row per action)."""
-    actions = run.store.read_parquet(*run.output_parts(iteration, "rollout"))
+    actions = run.store.read_parquet(*output_parts(run, iteration, "rollout"))
     actions["action_id"] = actions["trajectory_id"] + "/" + actions["index"].astype(str)
-    if not run.store.exists(*run.output_parts(iteration, "score")):
+    if not run.store.exists(*output_parts(run, iteration, "score")):
         return actions.assign(score=float("nan"), rationale=None, parse_status="not scored yet")
-    scores = run.store.read_parquet(*run.output_parts(iteration, "score"))
+    scores = run.store.read_parquet(*output_parts(run, iteration, "score"))
     return actions.merge(
         scores[["action_id", "score", "rationale", "parse_status"]], on="action_id", how="left"
     )
@@ -84,7 +71,7 @@ def extreme_actions(frame: pd.DataFrame, count: int = 3) -> tuple[pd.DataFrame, 
 def find_trajectory(run: Run, trajectory_id: str) -> pd.DataFrame:
     """All actions of one trajectory with scores, in order; the iteration is read from the id."""
     iteration = 0
-    while run.store.exists(*run.output_parts(iteration, "rollout")):
+    while run.store.exists(*output_parts(run, iteration, "rollout")):
         frame = scored_actions(run, iteration)
         found = frame[frame["trajectory_id"] == trajectory_id]
         if len(found):

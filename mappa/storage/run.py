@@ -1,15 +1,15 @@
-"""One run's folder: the artifact layout of DESIGN.md and each stage's manifest.
+"""One run's folder: where a run's config, stage artifacts, checkpoints and events live.
 
     {root}/{run_id}/config.yaml
-    {root}/{run_id}/iter-0003/{rollout,score,advantages,update}/...   one folder per stage
+    {root}/{run_id}/iter-0003/<stage>/...                              one folder per stage
     {root}/{run_id}/iter-0003/<stage>/_manifest.json                   written last: the stage is complete
+    {root}/{run_id}/base/evaluate/...                                  the initial weights' evaluation
     {root}/{run_id}/checkpoints/{agent}/iter-0003/                     weights, optimizer state, RNG
     {root}/{run_id}/events/<time>-iter-0003-<stage>-<kind>.json          every start, finish and skip
 
-A stage is complete when its manifest exists and matches the config hash, the code version and the hashes
-of its inputs; a complete stage is skipped on a re-run (`execute_stage`). The events are the run's history:
-which stage ran when, on which host and process, and how often (a killed stage shows a `started` without
-its `finished`). Not covered: the Prefect side of caching (mappa.tasks.stages keys it on the same manifest).
+The events are the run's history: which stage ran when, on which host and process, and how often (a
+killed stage shows a `started` without its `finished`). Not covered: which stages exist, what they read
+and write, and when a stage is complete: `mappa.stages` (its registry and `mappa.stages.stage`).
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ import hashlib
 import os
 import socket
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -30,18 +29,7 @@ import mappa
 from mappa.config import RunConfig, dump_config, validate_config
 from mappa.storage.store import ArtifactStore
 
-STAGE_OUTPUTS = {
-    "rollout": "trajectories.parquet",
-    "score": "scores.parquet",
-    "advantages": "experiences.parquet",
-    "update": "metrics.json",
-}
-STAGE_INPUTS = {
-    "rollout": (),
-    "score": ("rollout",),
-    "advantages": ("rollout", "score"),
-    "update": ("advantages",),
-}
+MANIFEST = "_manifest.json"  # a stage folder's manifest, written last (mappa.stages.stage)
 
 
 def code_version() -> str:
@@ -67,6 +55,13 @@ def source_hash() -> str:
 
 def iteration_name(iteration: int) -> str:
     return f"iter-{iteration:04d}"
+
+
+def iteration_label(iteration: int) -> str:
+    """The folder of an iteration: `iter-000K`, or `base` for -1 (the initial weights, evaluated)."""
+    if iteration < -1:
+        raise ValueError(f"iteration {iteration} does not exist; use -1 (base model) or 0, 1, ...")
+    return "base" if iteration == -1 else iteration_name(iteration)
 
 
 @dataclass
@@ -105,71 +100,16 @@ class Run:
         return _stored_config(self.store, self.run_id)
 
     def parts(self, iteration: int, stage: str, name: str) -> tuple[str, ...]:
-        return (self.run_id, iteration_name(iteration), stage, name)
-
-    def output_parts(self, iteration: int, stage: str) -> tuple[str, ...]:
-        return self.parts(iteration, stage, STAGE_OUTPUTS[stage])
+        return (self.run_id, iteration_label(iteration), stage, name)
 
     def checkpoint_parts(self, agent: str, iteration: int) -> tuple[str, ...]:
         return (self.run_id, "checkpoints", agent, iteration_name(iteration))
 
-    def expected_manifest(self, iteration: int, stage: str) -> dict[str, Any]:
-        inputs = {}
-        for source in STAGE_INPUTS[stage]:
-            inputs[source] = self.output_hash(iteration, source)
-        if stage == "rollout" and iteration > 0:
-            inputs["previous_update"] = self.output_hash(iteration - 1, "update")
-        return {
-            "stage": stage,
-            "iteration": iteration,
-            "config_hash": self.config.config_hash(),
-            "code_version": code_version(),
-            "inputs": inputs,
-        }
-
-    def output_hash(self, iteration: int, stage: str) -> str | None:
-        parts = self.output_parts(iteration, stage)
-        if not self.store.exists(*parts):
-            return None
-        return hashlib.sha256(self.store.read_bytes(*parts)).hexdigest()
-
-    def stage_complete(self, iteration: int, stage: str) -> bool:
-        parts = self.parts(iteration, stage, "_manifest.json")
-        if not self.store.exists(*parts) or not self.store.exists(*self.output_parts(iteration, stage)):
-            return False
-        found = self.store.read_json(*parts)
-        expected = self.expected_manifest(iteration, stage)
-        return all(found.get(key) == value for key, value in expected.items())
-
-    def write_manifest(
-        self, iteration: int, stage: str, rows: int, timings: dict[str, float], **extra: Any
-    ) -> dict:
-        manifest = {
-            **self.expected_manifest(iteration, stage),
-            "output": self.store.url(*self.output_parts(iteration, stage)),
-            "output_sha256": self.output_hash(iteration, stage),
-            "source_hash": source_hash(),
-            "rows": rows,
-            "timings": timings,
-            "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            **extra,
-        }
-        self.store.write_json(manifest, *self.parts(iteration, stage, "_manifest.json"))
-        return manifest
+    def has_manifest(self, iteration: int, stage: str) -> bool:
+        return self.store.exists(*self.parts(iteration, stage, MANIFEST))
 
     def read_manifest(self, iteration: int, stage: str) -> dict[str, Any]:
-        return self.store.read_json(*self.parts(iteration, stage, "_manifest.json"))
-
-    def execute_stage(self, iteration: int, stage: str, body: Callable[[], dict[str, Any]]) -> dict[str, Any]:
-        """Run `body` (which writes the stage's outputs and manifest) unless the stage is complete."""
-        if self.stage_complete(iteration, stage):
-            self.record_event(iteration, stage, "skipped")
-            return {**self.read_manifest(iteration, stage), "skipped": True}
-        self.record_event(iteration, stage, "started")
-        started = time.perf_counter()
-        manifest = body()
-        self.record_event(iteration, stage, "finished", seconds=round(time.perf_counter() - started, 3))
-        return manifest
+        return self.store.read_json(*self.parts(iteration, stage, MANIFEST))
 
     def record_event(self, iteration: int, stage: str, kind: str, **info: Any) -> None:
         """One small file per event: appends are not atomic on object stores, new objects are."""
@@ -192,13 +132,6 @@ class Run:
             self.store.read_json(self.run_id, "events", name)
             for name in self.store.list(self.run_id, "events")
         ]
-
-    def completed_iterations(self) -> int:
-        """How many leading iterations have a complete update stage."""
-        done = 0
-        while self.stage_complete(done, "update"):
-            done += 1
-        return done
 
 
 def _stored_config(store: ArtifactStore, run_id: str, root: str | None = None) -> RunConfig:

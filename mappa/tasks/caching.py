@@ -1,14 +1,14 @@
 """Prefect's side of resume: cache keys and result storage that agree with the run's manifests.
 
-A stage task's cache key is the hash of the manifest the stage would write (`Run.expected_manifest`: run,
-iteration, stage, config hash, code version, the hashes of its inputs), so Prefect reuses a task's result
+A stage task's cache key is the hash of the manifest the stage would write (`mappa.stages.expected_manifest`:
+run, iteration, stage, config hash, code version, the hashes of its inputs), so Prefect reuses a task's result
 exactly when the manifests say the stage is complete. Results persist inside the run, next to the stage's
 artifacts (`{run}/iter-0003/<stage>/_prefect/<key>`; Prefect keeps a failed attempt's error under
 `{run}/<random id>`): deleting a stage's folder forgets both at once, and a
 new flow run, `prefect flow-run retry`, a flow's `retries` and the UI's Retry all find finished stages
 there (their task runs show as Cached).
 
-The report task is keyed on the update it reports, so each iteration's artifacts are published once.
+The report stage's inputs are the update it reports, so each iteration's artifacts are published once.
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ from typing import Any
 
 from prefect.filesystems import RemoteFileSystem
 
-from mappa.storage.run import Run, code_version, iteration_name
+from mappa.stages import expected_manifest
+from mappa.storage.run import Run, iteration_label
 
 
 def stage_cache_key(context: Any, parameters: dict[str, Any]) -> str:
@@ -28,18 +29,9 @@ def stage_cache_key(context: Any, parameters: dict[str, Any]) -> str:
     stage = context.task.name
     run = Run.open(parameters["root"], parameters["run_id"])
     iteration = parameters["iteration"]
-    expected = run.expected_manifest(iteration, stage)
+    expected = expected_manifest(run, iteration, stage)
     digest = hashlib.sha256(json.dumps(expected, sort_keys=True).encode()).hexdigest()[:32]
-    return f"{iteration_name(iteration)}/{stage}/_prefect/{digest}"
-
-
-def report_cache_key(context: Any, parameters: dict[str, Any]) -> str:
-    """The report of an iteration is published once per finished update (and code version)."""
-    run = Run.open(parameters["root"], parameters["run_id"])
-    iteration = parameters["iteration"]
-    source = json.dumps([run.output_hash(iteration, "update"), code_version()])
-    digest = hashlib.sha256(source.encode()).hexdigest()[:32]
-    return f"{iteration_name(iteration)}/report/_prefect/{digest}"
+    return f"{iteration_label(iteration)}/{stage}/_prefect/{digest}"
 
 
 def result_storage(root: str, run_id: str) -> Path | RemoteFileSystem:

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from mappa.stages import output_parts
+
 pytest.importorskip("deepspeed", reason="the deepspeed backend's tests need `pip install deepspeed`")
 
 STEPS = Path(__file__).with_name("trainer_steps.py")
@@ -142,7 +144,7 @@ def test_two_ranks_per_agent_through_ray_train_like_one(one_rank_run, tmp_path, 
 
     one, _ = one_rank_run
     two, _ = deepspeed_run(tmp_path, tiny_model, iterations=1, ranks=2)
-    actions = [run.store.read_parquet(*run.output_parts(0, "rollout")) for run in (one, two)]
+    actions = [run.store.read_parquet(*output_parts(run, 0, "rollout")) for run in (one, two)]
     assert actions[0]["response"].tolist() == actions[1]["response"].tolist()
     for agent in ("solver", "executor", "verifier"):
         a = load_file(one.store.path(*one.checkpoint_parts(agent, 0), "model.safetensors"))

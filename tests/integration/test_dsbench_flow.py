@@ -7,7 +7,8 @@ import json
 import pytest
 from tiny_run import write_tiny_config
 
-from mappa.storage import inspect
+from mappa.stages import output_parts, stage_complete
+from mappa.stages.report import kind_rows_of
 from mappa.storage.run import Run
 
 pytestmark = pytest.mark.slow
@@ -37,19 +38,19 @@ def finished_run(tmp_path_factory, tiny_model, prefect_harness, ray_local):
 def test_the_pipeline_runs_every_stage_and_grades_each_task(finished_run):
     run, summary = finished_run
     assert [row["iteration"] for row in summary["iterations"]] == [0]
-    actions = run.store.read_parquet(*run.output_parts(0, "rollout"))
+    actions = run.store.read_parquet(*output_parts(run, 0, "rollout"))
     assert list(dict.fromkeys(actions.sort_values(["trajectory_id", "index"])["agent"])) == list(SEATS)
     assert actions["trajectory_id"].nunique() == 4
     outcomes = [json.loads(text) for text in actions.drop_duplicates("trajectory_id")["outcome"]]
     # A random-init model writes no program, so no submission: graded invalid, with the reason
     assert all(o["valid"] is False and "submission.csv" in o["problem"] for o in outcomes)
     assert {o["kind"] for o in outcomes} <= {"regression", "classification"}
-    assert run.stage_complete(0, "update")
+    assert stage_complete(run, 0, "update")
 
 
 def test_blame_lands_on_the_engineer_and_ground_truth_on_the_analyst(finished_run):
     run, _ = finished_run
-    scores = run.store.read_parquet(*run.output_parts(0, "score"))
+    scores = run.store.read_parquet(*output_parts(run, 0, "score"))
     rules = {
         agent: set(group["rationale"].str.extract(r"rule ([\w.]+)")[0])
         for agent, group in scores.groupby("agent")
@@ -67,7 +68,7 @@ def test_per_kind_figures_reach_manifests_inspect_and_evaluation(finished_run):
     assert by_kind and all(v["success_rate"] == 0.0 for v in by_kind.values())
     score_by_kind = run.read_manifest(0, "score")["mean_score_by_kind"]
     assert set(score_by_kind) == set(by_kind)
-    rows = inspect.kind_rows_of(run, 0)
+    rows = kind_rows_of(run, 0)
     assert {row["kind"] for row in rows} == set(by_kind) and all("coach_modeler" in row for row in rows)
     results = run.store.read_parquet(*run.parts(0, "evaluate", "results.parquet"))
     assert len(results) == 2 and {"kind", "metric", "fair_score"} <= set(results.columns)

@@ -8,7 +8,8 @@ import pytest
 from prefect.client.orchestration import get_client
 from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
 
-from mappa.envs.evaluate_stage import evaluation_complete, evaluation_parts
+from mappa.stages import output_hash
+from mappa.stages.evaluate import evaluation_complete, evaluation_parts
 
 pytestmark = pytest.mark.slow
 
@@ -66,13 +67,13 @@ def test_manifest_records_the_evaluation(trained_run, evaluated):
     assert evaluated["problems"] == PROBLEMS and evaluated["label"] == "iter-0000"
     assert evaluated["temperature"] == 0.0
     assert 0.0 <= evaluated["success_rate"] <= 1.0
-    assert evaluated["inputs"] == {"update": trained_run.output_hash(0, "update")}
+    assert evaluated["inputs"] == {"update": output_hash(trained_run, 0, "update")}
     assert evaluated["timings"]["total_s"] >= evaluated["timings"]["rollout_s"] > 0
     assert evaluation_complete(trained_run, 0)
 
 
 def test_results_are_published_as_a_table(trained_run, evaluated):
-    from mappa.flows.report import artifact_key
+    from mappa.stages.report import artifact_key
 
     with get_client(sync_client=True) as client:
         key = ArtifactFilterKey(any_=[artifact_key(trained_run.run_id, "evaluation")])

@@ -44,12 +44,13 @@ from prefect_api import api
 from safetensors.torch import load, load_file
 from tiny_run import NO_RETRIES, scripted_coach, write_tiny_config
 
-from mappa.storage.run import STAGE_OUTPUTS, Run, iteration_name
+from mappa.stages import TRAINING, output_parts, stage_complete
+from mappa.storage.run import Run, iteration_name
 
 pytestmark = pytest.mark.slow
 
 SEATS = ("solver", "executor", "verifier")
-STAGES = (*STAGE_OUTPUTS, "report")
+STAGES = (*TRAINING, "report")
 TIMEOUT_S = 600
 COACH_KEY_ENV = "MAPPA_TEST_COACH_KEY"
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -141,7 +142,7 @@ def check_events(run: Run) -> None:
     killed = {(iteration, stage) for stage, iteration, _ in KILLS}
     kinds = Counter((e["iteration"], e["stage"], e["kind"]) for e in run.events())
     for it in (0, 1):
-        for name in STAGE_OUTPUTS:
+        for name in TRAINING:
             assert kinds[(it, name, "finished")] == 1, (it, name, kinds)
             assert kinds[(it, name, "started")] == (2 if (it, name) in killed else 1), (it, name, kinds)
     trained = Counter((e["iteration"], e["agent"]) for e in run.events() if e["kind"] == "agent-finished")
@@ -165,18 +166,18 @@ def check_artifacts(run: Run, objects: dict[str, bytes]) -> int:
     prefix = f"runs/{run.run_id}"
     actions = 0
     for it in (0, 1):
-        for stage in STAGE_OUTPUTS:
-            assert run.stage_complete(it, stage), (it, stage)
+        for stage in TRAINING:
+            assert stage_complete(run, it, stage), (it, stage)
         for stage in STAGES:
             results = f"{prefix}/{iteration_name(it)}/{stage}/_prefect/"
             assert any(key.startswith(results) for key in objects), f"no Prefect result under {results}"
         rollout, scores, experiences = (
-            run.store.read_parquet(*run.output_parts(it, stage))
+            run.store.read_parquet(*output_parts(run, it, stage))
             for stage in ("rollout", "score", "advantages")
         )
         assert len(rollout) == len(scores) == len(experiences) > 0
         assert (scores["parse_status"] == "ok").all()
-        assert set(run.store.read_json(*run.output_parts(it, "update"))) == set(SEATS)
+        assert set(run.store.read_json(*output_parts(run, it, "update"))) == set(SEATS)
         actions += len(scores)
     answers = [key for key in objects if key.startswith(f"{prefix}/coach-cache/")]
     assert len(answers) == actions, "one cached coach answer per scored action"
@@ -223,7 +224,7 @@ for args in json.loads(sys.argv[1]):
 
 
 def check_inspect(run: Run, root: str, env: dict[str, str], folder: Path) -> str:
-    trajectory_id = run.store.read_parquet(*run.output_parts(1, "rollout"))["trajectory_id"].iloc[0]
+    trajectory_id = run.store.read_parquet(*output_parts(run, 1, "rollout"))["trajectory_id"].iloc[0]
     plot = folder / "curves.png"
     commands = [[], ["--iteration", "1"], ["--trajectory", trajectory_id], ["--plot", str(plot)]]
     argv = json.dumps([[run.run_id, "--root", root, *args] for args in commands])

@@ -24,6 +24,7 @@ from openai_test_server import CoachServer
 from prefect_api import api
 from tiny_run import scripted_coach, write_tiny_config
 
+from mappa.stages import output_parts, stage_complete
 from mappa.storage.run import Run
 
 pytestmark = pytest.mark.slow
@@ -165,7 +166,7 @@ def test_failed_stage_retried_from_prefect_skips_finished_stages(tmp_path, tiny_
             time.sleep(5)  # the runner then proposes Crashed, which would override an earlier retry
             failed = _flow_run(prefect_server, flow_run_id)
             run = Run.open(str(tmp_path / "runs"), "ui-run")
-            assert run.stage_complete(0, "rollout") and not run.stage_complete(0, "score")
+            assert stage_complete(run, 0, "rollout") and not stage_complete(run, 0, "score")
 
             coach.state.fail_next = 0  # the endpoint is back
             prefect = str(Path(sys.executable).with_name("prefect"))
@@ -187,7 +188,7 @@ def test_failed_stage_retried_from_prefect_skips_finished_stages(tmp_path, tiny_
     assert kinds[("score", "started")] == 2 and kinds[("score", "finished")] == 1, kinds
     for stage in ("advantages", "update"):
         assert kinds[(stage, "started")] == kinds[(stage, "finished")] == 1, kinds
-    assert sum(coach.state.answered.values()) == len(run.store.read_parquet(*run.output_parts(0, "score")))
+    assert sum(coach.state.answered.values()) == len(run.store.read_parquet(*output_parts(run, 0, "score")))
 
     tasks = api(
         "POST", f"{prefect_server}/task_runs/filter", json={"flow_runs": {"id": {"any_": [flow_run_id]}}}

@@ -14,7 +14,8 @@ from prefect.client.schemas.sorting import ArtifactSort
 from prefect.context import get_run_context
 from prefect.settings import PREFECT_API_URL, temporary_settings
 
-from mappa.flows.report import artifact_key, publish_evaluation, publish_iteration_report
+from mappa.stages import output_parts
+from mappa.stages.report import artifact_key, publish_evaluation, publish_iteration_report
 from mappa.storage.run import Run
 
 
@@ -61,7 +62,7 @@ def test_iteration_reports_inside_a_flow(prefect_harness, synthetic_run):
     assert "coach: `rubric`, parse status: fallback 1, ok 5" in text and "solver 0.50" in text
     assert "correct minus incorrect trajectories: +1.50" in text
     assert "| rollout | 11.0 |" in text and "| update | 4.0 |" in text
-    assert f"(<{run.store.url(*run.output_parts(1, 'score'))}>)" in text
+    assert f"(<{run.store.url(*output_parts(run, 1, 'score'))}>)" in text
     png = run.store.read_bytes(*run.parts(1, "report", "curves.png"))
     assert published[1]["png_url"] == run.store.url(*run.parts(1, "report", "curves.png"))
     embedded = re.search(r"\(data:image/png;base64,([A-Za-z0-9+/=]+)\)", text).group(1)

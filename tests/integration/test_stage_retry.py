@@ -8,6 +8,7 @@ from collections import Counter
 import pytest
 from tiny_run import scripted_coach, write_tiny_config
 
+from mappa.stages import output_parts
 from mappa.storage.run import Run
 
 pytestmark = pytest.mark.slow
@@ -32,7 +33,7 @@ def test_score_task_retry_asks_only_for_missing_answers(
     run = Run.open(str(tmp_path / "runs"), "retry-run")
     kinds = Counter((e["stage"], e["kind"]) for e in run.events())
     assert kinds[("score", "started")] == 2 and kinds[("score", "finished")] == 1, kinds
-    actions = len(run.store.read_parquet(*run.output_parts(0, "score")))
+    actions = len(run.store.read_parquet(*output_parts(run, 0, "score")))
     assert max(coach_server.state.answered.values()) == 1
     assert sum(coach_server.state.answered.values()) == actions
     manifest = run.read_manifest(0, "score")

@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 from safetensors.torch import load_file
 
-from mappa.storage.run import STAGE_OUTPUTS
+from mappa.stages import TRAINING, get_stage, output_parts, stage_complete
 
 pytestmark = pytest.mark.slow
 
@@ -14,12 +14,12 @@ def test_every_artifact_is_written(mathchat_run):
     run, summary, _ = mathchat_run
     assert [row["iteration"] for row in summary["iterations"]] == [0, 1]
     for iteration in (0, 1):
-        for stage, name in STAGE_OUTPUTS.items():
+        for stage, name in ((s, get_stage(s).output) for s in TRAINING):
             assert run.store.exists(*run.parts(iteration, stage, name)), (iteration, stage)
-            assert run.stage_complete(iteration, stage)
-        actions = run.store.read_parquet(*run.output_parts(iteration, "rollout"))
-        scores = run.store.read_parquet(*run.output_parts(iteration, "score"))
-        experiences = run.store.read_parquet(*run.output_parts(iteration, "advantages"))
+            assert stage_complete(run, iteration, stage)
+        actions = run.store.read_parquet(*output_parts(run, iteration, "rollout"))
+        scores = run.store.read_parquet(*output_parts(run, iteration, "score"))
+        experiences = run.store.read_parquet(*output_parts(run, iteration, "advantages"))
         assert set(actions["agent"]) == {"solver", "executor", "verifier"}
         assert actions["trajectory_id"].nunique() == 3
         assert len(scores) == len(actions)
@@ -28,7 +28,7 @@ def test_every_artifact_is_written(mathchat_run):
         for row in experiences.to_dict("records"):
             n = len(row["response_token_ids"])
             assert len(row["advantages"]) == len(row["old_logprobs"]) == len(row["kl"]) == n
-        metrics = run.store.read_json(*run.output_parts(iteration, "update"))
+        metrics = run.store.read_json(*output_parts(run, iteration, "update"))
         assert set(metrics) == {"solver", "executor", "verifier"}
         for agent in metrics:
             folder = run.checkpoint_parts(agent, iteration)
@@ -45,7 +45,7 @@ def test_evaluates_every_k_iterations(mathchat_run):
 
 def test_executor_actions_record_the_sandbox(mathchat_run):
     run, _, _ = mathchat_run
-    actions = run.store.read_parquet(*run.output_parts(0, "rollout"))
+    actions = run.store.read_parquet(*output_parts(run, 0, "rollout"))
     executor = actions[actions["agent"] == "executor"]
     assert executor["turn"].max() <= 1
     assert pd.api.types.is_bool_dtype(actions["correct"])
@@ -65,9 +65,9 @@ def test_second_run_with_same_id_skips_finished_stages(mathchat_run):
     from mappa.flows.train import train
 
     run, _, path = mathchat_run
-    before = {(i, s): run.read_manifest(i, s)["finished_at"] for i in (0, 1) for s in STAGE_OUTPUTS}
+    before = {(i, s): run.read_manifest(i, s)["finished_at"] for i in (0, 1) for s in TRAINING}
     started = sum(e["kind"] == "started" for e in run.events())
     train(config_path=str(path), run_id="it-run")
-    after = {(i, s): run.read_manifest(i, s)["finished_at"] for i in (0, 1) for s in STAGE_OUTPUTS}
+    after = {(i, s): run.read_manifest(i, s)["finished_at"] for i in (0, 1) for s in TRAINING}
     assert before == after
     assert sum(e["kind"] == "started" for e in run.events()) == started  # Prefect's cache answered

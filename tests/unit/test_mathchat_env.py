@@ -75,7 +75,7 @@ def test_missing_code_and_missing_box():
 
 def test_concurrent_batches_overlap_agents_and_keep_the_problems_order():
     """`rollout.concurrent_batches`: while one batch is with the executor, the next is with the solver."""
-    from mappa.envs.rollout import run_batches
+    from mappa.stages.rollout import run_batches
 
     calls: list[tuple[str, int, str]] = []  # (agent, batch size, "start" | "end"), in time order
 

@@ -1,7 +1,7 @@
 """Which problems an iteration rolls out: deterministic per iteration, every problem once per epoch."""
 
 from mappa.core.types import Problem
-from mappa.envs.rollout import select_problems
+from mappa.stages.rollout import select_problems
 
 PROBLEMS = [Problem(f"p{i}", f"q{i}", str(i)) for i in range(10)]
 

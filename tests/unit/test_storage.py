@@ -4,6 +4,7 @@ import pandas as pd
 
 from mappa.config import load_config
 from mappa.core.types import ActionScore
+from mappa.stages import output_parts, stage_complete, write_manifest
 from mappa.storage.frames import (
     frame_to_scores,
     frame_to_trajectories,
@@ -72,30 +73,30 @@ def test_scores_frame_round_trip():
 def test_manifest_marks_stage_complete_and_detects_changes(tmp_path):
     config = load_config("configs/mathchat-cpu.yaml", [f"storage.root={tmp_path}"])
     run = Run.create(config, "r1")
-    assert not run.stage_complete(0, "rollout")
-    run.store.write_parquet(pd.DataFrame({"a": [1]}), *run.output_parts(0, "rollout"))
-    assert not run.stage_complete(0, "rollout")  # output without manifest: a crashed stage
-    run.write_manifest(0, "rollout", rows=1, timings={"total_s": 1.0})
-    assert run.stage_complete(0, "rollout")
-    run.store.write_parquet(pd.DataFrame({"a": [1]}), *run.output_parts(0, "score"))
-    run.write_manifest(0, "score", rows=1, timings={})
-    assert run.stage_complete(0, "score")
-    run.store.write_parquet(pd.DataFrame({"a": [2]}), *run.output_parts(0, "rollout"))  # input changed
-    assert not run.stage_complete(0, "score")
+    assert not stage_complete(run, 0, "rollout")
+    run.store.write_parquet(pd.DataFrame({"a": [1]}), *output_parts(run, 0, "rollout"))
+    assert not stage_complete(run, 0, "rollout")  # output without manifest: a crashed stage
+    write_manifest(run, 0, "rollout", rows=1, timings={"total_s": 1.0})
+    assert stage_complete(run, 0, "rollout")
+    run.store.write_parquet(pd.DataFrame({"a": [1]}), *output_parts(run, 0, "score"))
+    write_manifest(run, 0, "score", rows=1, timings={})
+    assert stage_complete(run, 0, "score")
+    run.store.write_parquet(pd.DataFrame({"a": [2]}), *output_parts(run, 0, "rollout"))  # input changed
+    assert not stage_complete(run, 0, "score")
 
 
 def test_local_source_edits_keep_stages_but_a_new_release_redoes_them(tmp_path):
     config = load_config("configs/mathchat-cpu.yaml", [f"storage.root={tmp_path}"])
     run = Run.create(config, "r1")
-    run.store.write_parquet(pd.DataFrame({"a": [1]}), *run.output_parts(0, "rollout"))
-    manifest = run.write_manifest(0, "rollout", rows=1, timings={})
+    run.store.write_parquet(pd.DataFrame({"a": [1]}), *output_parts(run, 0, "rollout"))
+    manifest = write_manifest(run, 0, "rollout", rows=1, timings={})
     assert len(manifest["source_hash"]) == 12
     run.store.write_json(
         {**manifest, "source_hash": "edited-since"}, *run.parts(0, "rollout", "_manifest.json")
     )
-    assert run.stage_complete(0, "rollout")
+    assert stage_complete(run, 0, "rollout")
     run.store.write_json({**manifest, "code_version": "0.0.1"}, *run.parts(0, "rollout", "_manifest.json"))
-    assert not run.stage_complete(0, "rollout")
+    assert not stage_complete(run, 0, "rollout")
 
 
 def test_reopening_a_run_with_another_config_is_refused(tmp_path):

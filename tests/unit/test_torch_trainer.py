@@ -98,7 +98,7 @@ def test_before_any_update_the_policy_pass_is_the_reference_pass(tiny_model):
     """Why the advantages stage of iteration 0 runs one logprob pass, not two (`reference_pass`): the
     initial weights are the reference, for a full-weight and a LoRA agent alike, to the last bit."""
     from mappa.config import LoraConfig
-    from mappa.trainer.advantage_stage import reference_pass
+    from mappa.stages.advantages import reference_pass
 
     prompts, responses = [[5, 6, 7], [8, 9]], [[20, 21], [22]]
     for lora in (None, LoraConfig(rank=4, alpha=8)):

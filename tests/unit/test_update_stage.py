@@ -4,7 +4,7 @@ from types import SimpleNamespace
 
 import pandas as pd
 
-from mappa.trainer.update_stage import out_of_memory_hint
+from mappa.stages.update import out_of_memory_hint
 
 
 def test_out_of_memory_hint_names_the_agent_the_sizes_and_the_ways_out():

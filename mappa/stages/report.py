@@ -1,4 +1,4 @@
-"""Prefect artifacts for a run: a report per finished iteration, and evaluation results.
+"""The report stage: Prefect artifacts for a run, a report per finished iteration, and evaluation results.
 
 `publish_iteration_report(run, K)` writes the curves so far to the run as `iter-000K/report/curves.png`,
 then creates, under keys derived from the run id (one key per kind, so the UI's Artifacts page shows one
@@ -10,6 +10,11 @@ collection per kind whose versions are the iterations):
                          score gap when recorded, stage timings, the curves PNG, links to the files
     mappa-<run>-kinds    table, one row per task kind (DSBench: regression, classification), where the
                          env grades by kind: success, relative score, metric means, coach mean per agent
+
+`run_curves(run)` (the curves frame of every finished iteration: per agent the coach's score statistics
+from `score/scores.parquet` and the trainer's metrics from the update manifest, the success rate from the
+rollout manifest; a manifest's hashes are not checked, so a run made by an older mappa still plots) and
+`kind_rows_of(run, K)` (per task kind figures) read the artifacts only, for the CLI as well.
 
 `publish_evaluation(run, K, rows)` makes the table `mappa-<run>-evaluation` with an aggregate row.
 
@@ -49,11 +54,13 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.exceptions import MissingContextError
 from prefect.logging import get_run_logger
 
-from mappa.storage.curves import SCORE_STATS, TRAINER_METRICS, plot_curves, run_curves
-from mappa.storage.inspect import kind_rows_of
-from mappa.storage.run import STAGE_OUTPUTS, Run
+from mappa.envs.outcome_summary import kind_rows
+from mappa.stages.stage import TRAINING, Stage, get_stage, output_parts, register
+from mappa.storage.curves import COLUMNS, SCORE_STATS, TRAINER_METRICS, plot_curves
+from mappa.storage.run import MANIFEST, Run
 
 AGENT_COLUMNS = ("agent", *SCORE_STATS, *TRAINER_METRICS)
+_ITERATION_FOLDER = re.compile(r"^iter-(\d{4,})$")
 
 
 def artifact_key(run_id: str, kind: str) -> str:
@@ -77,10 +84,10 @@ def publish_iteration_report(run: Run, iteration: int) -> dict[str, Any]:
     Returns {"iteration", "png_url", "artifacts": {kind: {"key", "id"}}, "errors"}; an artifact whose
     creation failed has id None and its error listed. Raises ValueError if the iteration has not finished.
     """
-    if not run.store.exists(*run.parts(iteration, "update", "_manifest.json")):
+    if not run.has_manifest(iteration, "update"):
         raise ValueError(
             f"iteration {iteration} of run {run.run_id} has no update manifest "
-            f"({run.store.url(*run.parts(iteration, 'update', '_manifest.json'))}); report finished ones only"
+            f"({run.store.url(*run.parts(iteration, 'update', MANIFEST))}); report finished ones only"
         )
     curves = run_curves(run)
     curves = curves[curves["iteration"] <= iteration]
@@ -116,6 +123,66 @@ def publish_iteration_report(run: Run, iteration: int) -> dict[str, Any]:
             errors,
         )
     return {"iteration": iteration, "png_url": png_url, "artifacts": artifacts, "errors": errors}
+
+
+def finished_iterations(run: Run) -> list[int]:
+    """Iterations whose update stage wrote its manifest, in order."""
+    found = (_ITERATION_FOLDER.match(name) for name in run.store.list(run.run_id))
+    iterations = sorted(int(m.group(1)) for m in found if m)
+    return [i for i in iterations if run.has_manifest(i, "update")]
+
+
+def run_curves(run: Run) -> pd.DataFrame:
+    """One row per (iteration, agent) of every finished iteration, columns as in `COLUMNS`.
+
+    Agents are those the coach scored plus those the trainer updated; a frozen agent has NaN trainer
+    metrics. Raises ValueError when no iteration has finished.
+    """
+    iterations = finished_iterations(run)
+    if not iterations:
+        raise ValueError(
+            f"run {run.run_id} has no finished iteration (no iter-*/update/_manifest.json under "
+            f"{run.store.url(run.run_id)}); curves need at least one completed update stage"
+        )
+    rows = [row for iteration in iterations for row in _iteration_rows(run, iteration)]
+    return pd.DataFrame(rows, columns=list(COLUMNS))
+
+
+def _iteration_rows(run: Run, iteration: int) -> list[dict]:
+    trained = run.read_manifest(iteration, "update").get("agents", {})
+    success = run.read_manifest(iteration, "rollout").get("success_rate")
+    scores = pd.DataFrame({"agent": pd.Series([], dtype=str), "score": pd.Series([], dtype=float)})
+    if run.store.exists(*output_parts(run, iteration, "score")):
+        scores = run.store.read_parquet(*output_parts(run, iteration, "score"))
+    rows = []
+    for agent in sorted(set(scores["agent"]) | set(trained)):
+        values = scores.loc[scores["agent"] == agent, "score"].astype(float)  # empty: the stats are NaN
+        metrics = trained.get(agent, {})
+        rows.append(
+            {
+                "iteration": iteration,
+                "agent": agent,
+                "actions": len(values),
+                "mean_score": values.mean(),
+                "std_score": values.std(ddof=0),
+                "min_score": values.min(),
+                "max_score": values.max(),
+                **{name: float(metrics.get(name, math.nan)) for name in TRAINER_METRICS},
+                "success_rate": math.nan if success is None else float(success),
+            }
+        )
+    return rows
+
+
+def kind_rows_of(run: Run, iteration: int) -> list[dict[str, Any]]:
+    """Per task kind figures of an iteration (DSBench: regression vs classification); [] for envs without."""
+    manifests = {
+        stage: run.read_manifest(iteration, stage)
+        for stage in ("rollout", "score")
+        if run.has_manifest(iteration, stage)
+    }
+    by_kind = manifests.get("rollout", {}).get("by_kind")
+    return kind_rows(by_kind, manifests.get("score", {}).get("mean_score_by_kind"))
 
 
 def publish_evaluation(
@@ -187,8 +254,8 @@ def _aggregate_row(frame: pd.DataFrame) -> dict[str, Any]:
 def _report_markdown(run: Run, iteration: int, png: bytes, png_url: str) -> str:
     lines = [f"## Run `{run.run_id}`, iteration {iteration}", "", *_summary_lines(run, iteration), ""]
     lines += ["### Stage timings", "", "| stage | seconds |", "| --- | ---: |"]
-    for stage in STAGE_OUTPUTS:
-        if run.store.exists(*run.parts(iteration, stage, "_manifest.json")):
+    for stage in TRAINING:
+        if run.has_manifest(iteration, stage):
             seconds = run.read_manifest(iteration, stage).get("timings", {}).get("total_s")
             lines.append(f"| {stage} | {'n/a' if seconds is None else f'{seconds:.1f}'} |")
     image = f"data:image/png;base64,{base64.b64encode(png).decode()}"
@@ -225,8 +292,17 @@ def _summary_lines(run: Run, iteration: int) -> list[str]:
 
 def _file_urls(run: Run, iteration: int, png_url: str) -> list[tuple[str, str]]:
     found = []
-    for stage, output in STAGE_OUTPUTS.items():
-        for name in (output, "_manifest.json"):
+    for stage in TRAINING:
+        for name in (get_stage(stage).output, MANIFEST):
             if run.store.exists(*run.parts(iteration, stage, name)):
                 found.append((f"{stage}/{name}", run.store.url(*run.parts(iteration, stage, name))))
     return [*found, ("report/curves.png", png_url)]
+
+
+def describe(result: dict[str, Any]) -> str:
+    made = [kind for kind, artifact in result.get("artifacts", {}).items() if artifact.get("id")]
+    failed = f", {len(result['errors'])} failed" if result.get("errors") else ""
+    return f"artifacts {', '.join(made) or 'none'}{failed}"
+
+
+STAGE = register(Stage("report", None, publish_iteration_report, describe, inputs=("update",)))

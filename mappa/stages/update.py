@@ -16,6 +16,7 @@ from typing import Any
 import ray
 
 from mappa.cluster.ray_cluster import agent_workers
+from mappa.stages.stage import Stage, output_parts, register, write_manifest
 from mappa.storage.run import Run
 
 
@@ -93,24 +94,29 @@ def out_of_memory_hint(run: Run, agent: str, rows) -> str:
     )
 
 
-def update_stage(run: Run, iteration: int) -> dict[str, Any]:
-    """The update stage of `iteration`, skipped when its manifest matches."""
-    return run.execute_stage(iteration, "update", lambda: _update_agents(run, iteration))
-
-
-def _update_agents(run: Run, iteration: int) -> dict[str, Any]:
+def update_agents(run: Run, iteration: int) -> dict[str, Any]:
+    """Train every trainable agent on iteration `iteration`'s experiences; metrics.json and the manifest."""
     started = time.perf_counter()
-    experiences = run.store.read_parquet(*run.output_parts(iteration, "advantages"))
+    experiences = run.store.read_parquet(*output_parts(run, iteration, "advantages"))
     workers = agent_workers(run, iteration)
     metrics = {}
     for agent, config in run.config.agents.items():
         if config.trainable:
             metrics[agent] = update_agent(run, iteration, agent, workers[agent], experiences)
-    run.store.write_json(metrics, *run.output_parts(iteration, "update"))
-    return run.write_manifest(
+    run.store.write_json(metrics, *output_parts(run, iteration, "update"))
+    return write_manifest(
+        run,
         iteration,
         "update",
         rows=len(metrics),
         timings={"total_s": time.perf_counter() - started},
         agents=metrics,
     )
+
+
+def describe(manifest: dict[str, Any]) -> str:
+    agents = manifest.get("agents", {}).items()
+    return ", ".join(f"{a}: loss {m['loss']:.4f} score {m['mean_score']:.2f}" for a, m in agents)
+
+
+STAGE = register(Stage("update", "metrics.json", update_agents, describe, inputs=("advantages",)))

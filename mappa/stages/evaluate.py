@@ -5,21 +5,20 @@
     {root}/{run_id}/iter-0003/evaluate/_manifest.json        success rate, problems, timings; written last
     {root}/{run_id}/base/evaluate/...                        the same for the base model (iteration -1)
 
-`evaluate_stage(run, K)` evaluates the weights saved by iteration K's update (the checkpoint of iteration
+`execute(run, K, "evaluate")` evaluates the weights saved by iteration K's update (the checkpoint of iteration
 K, which iteration K + 1 would roll out with); `K = -1` evaluates the initial weights, before any update.
 The problems are the first `rollout.eval_problems` of `env.eval_data`, in file order, so every evaluation
 of a run sees the same ones; sampling uses `rollout.eval_temperature` (0: greedy) and the run's seed.
 No coach is asked: an evaluation is graded against the ground truth only.
 
-A stage is complete, and skipped, when its manifest matches the config hash, the code version and the
-hash of the evaluated iteration's update output (the same rule as `Run.stage_complete`; kept here until
-`run.py` lists "evaluate" in its STAGE_OUTPUTS / STAGE_INPUTS). Not covered: metrics beyond the success
-rate per problem (no pass@k, no per-kind breakdown), and evaluating several envs at once.
+Complete, and skipped, when its manifest matches the config hash, the code version and the hash of the
+evaluated iteration's update output (`mappa.stages.stage`; the base evaluation has no input). Not
+covered: metrics beyond the success rate per problem (no pass@k, no per-kind breakdown), and evaluating
+several envs at once.
 """
 
 from __future__ import annotations
 
-import hashlib
 import time
 from typing import Any
 
@@ -29,32 +28,37 @@ from mappa.core.types import Problem, Trajectory
 from mappa.envs.grading import extract_boxed, extract_flexible, grade_answer
 from mappa.envs.outcome_summary import summarize_by_kind
 from mappa.envs.registry import load_env_problems
-from mappa.envs.rollout import roll_out
 from mappa.inference.engine import SamplingParams
+from mappa.stages.rollout import roll_out
+from mappa.stages.stage import (
+    Stage,
+    completed_iterations,
+    output_parts,
+    register,
+    stage_complete,
+    write_manifest,
+)
 from mappa.storage.frames import trajectories_to_frame
-from mappa.storage.run import Run, code_version, iteration_name
+from mappa.storage.run import Run, iteration_label
 
-STAGE = "evaluate"
+STAGE_NAME = "evaluate"
 BASE = -1  # the iteration number that stands for the initial weights
 RESULTS = "results.parquet"
 TRAJECTORIES = "trajectories.parquet"
-MANIFEST = "_manifest.json"
 
 
 def evaluation_label(iteration: int) -> str:
     """The folder of an evaluation: `iter-000K` for checkpoint K, `base` for the initial weights."""
-    if iteration < BASE:
-        raise ValueError(f"iteration {iteration} cannot be evaluated; use -1 (base model) or 0, 1, ...")
-    return "base" if iteration == BASE else iteration_name(iteration)
+    return iteration_label(iteration)
 
 
 def evaluation_parts(run: Run, iteration: int, name: str) -> tuple[str, ...]:
-    return (run.run_id, evaluation_label(iteration), STAGE, name)
+    return run.parts(iteration, STAGE_NAME, name)
 
 
 def last_trained_iteration(run: Run) -> int:
     """The last iteration with a complete update (the default checkpoint to evaluate)."""
-    done = run.completed_iterations()
+    done = completed_iterations(run)
     if done == 0:
         raise ValueError(
             f"run {run.run_id} has no finished iteration yet; evaluate the base model with --iteration -1"
@@ -65,36 +69,21 @@ def last_trained_iteration(run: Run) -> int:
 def check_evaluable(run: Run, iteration: int) -> None:
     """Raise a ValueError, before any model loads, when checkpoint `iteration` does not exist."""
     evaluation_label(iteration)
-    if iteration != BASE and not run.stage_complete(iteration, "update"):
+    if iteration != BASE and not stage_complete(run, iteration, "update"):
         raise ValueError(
             f"iteration {iteration} of run {run.run_id} has no complete update (no checkpoint to evaluate); "
             f"finish it with `mappa resume {run.run_id}` or pick an earlier --iteration"
         )
 
 
-def expected_manifest(run: Run, iteration: int) -> dict[str, Any]:
-    """What a complete evaluation's manifest must hold; equals `run.expected_manifest(K, "evaluate")`."""
-    inputs = {} if iteration == BASE else {"update": run.output_hash(iteration, "update")}
-    return {
-        "stage": STAGE,
-        "iteration": iteration,
-        "config_hash": run.config.config_hash(),
-        "code_version": code_version(),
-        "inputs": inputs,
-    }
-
-
 def evaluation_complete(run: Run, iteration: int) -> bool:
-    manifest, results = evaluation_parts(run, iteration, MANIFEST), evaluation_parts(run, iteration, RESULTS)
-    if not run.store.exists(*manifest) or not run.store.exists(*results):
-        return False
-    found = run.store.read_json(*manifest)
-    return all(found.get(key) == value for key, value in expected_manifest(run, iteration).items())
+    evaluation_label(iteration)
+    return stage_complete(run, iteration, STAGE_NAME)
 
 
 def evaluation_rows(run: Run, iteration: int) -> list[dict[str, Any]]:
     """The results of a finished evaluation, one dict per problem."""
-    return run.store.read_parquet(*evaluation_parts(run, iteration, RESULTS)).to_dict("records")
+    return run.store.read_parquet(*output_parts(run, iteration, STAGE_NAME)).to_dict("records")
 
 
 def eval_problems(run: Run) -> list[Problem]:
@@ -154,10 +143,8 @@ def _graded_figures(trajectory: Trajectory) -> dict[str, Any]:
     }
 
 
-def evaluate_stage(run: Run, iteration: int) -> dict[str, Any]:
-    """Evaluate checkpoint `iteration` (-1: the base model); skipped when already complete."""
-    if evaluation_complete(run, iteration):
-        return {**run.store.read_json(*evaluation_parts(run, iteration, MANIFEST)), "skipped": True}
+def evaluate_iteration(run: Run, iteration: int) -> dict[str, Any]:
+    """Evaluate checkpoint `iteration` (-1: the base model): results, trajectories and the manifest."""
     check_evaluable(run, iteration)
     started = time.perf_counter()
     config = run.config
@@ -176,7 +163,7 @@ def evaluate_stage(run: Run, iteration: int) -> dict[str, Any]:
     results = results_frame(trajectories)
     frame = trajectories_to_frame(trajectories, iteration)
     run.store.write_parquet(frame, *evaluation_parts(run, iteration, TRAJECTORIES))
-    run.store.write_parquet(results, *evaluation_parts(run, iteration, RESULTS))
+    run.store.write_parquet(results, *output_parts(run, iteration, STAGE_NAME))
     timings = {"rollout_s": generated, "total_s": time.perf_counter() - started}
     return write_evaluation_manifest(run, iteration, results, timings, summarize_by_kind(trajectories))
 
@@ -189,26 +176,34 @@ def write_evaluation_manifest(
     by_kind: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The manifest, written last (its presence marks the evaluation complete)."""
-    results_parts = evaluation_parts(run, iteration, RESULTS)
-    manifest = {
-        **expected_manifest(run, iteration),
-        "label": evaluation_label(iteration),
-        "output": run.store.url(*results_parts),
-        "trajectories": run.store.url(*evaluation_parts(run, iteration, TRAJECTORIES)),
-        "output_sha256": hashlib.sha256(run.store.read_bytes(*results_parts)).hexdigest(),
-        "rows": len(results),
-        "problems": len(results),
-        "eval_data": run.config.env.eval_data,
-        "temperature": run.config.rollout.eval_temperature,
-        "correct": int(results["correct"].sum()),
-        "success_rate": float(results["correct"].mean()),
-        "success_rate_boxed": float(results["correct_boxed"].mean()) if "correct_boxed" in results else None,
-        "success_rate_flexible": float(results["correct_flexible"].mean())
-        if "correct_flexible" in results
-        else None,
-        "by_kind": by_kind,
-        "timings": timings,
-        "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-    }
-    run.store.write_json(manifest, *evaluation_parts(run, iteration, MANIFEST))
-    return manifest
+    return write_manifest(
+        run,
+        iteration,
+        STAGE_NAME,
+        rows=len(results),
+        timings=timings,
+        label=evaluation_label(iteration),
+        trajectories=run.store.url(*evaluation_parts(run, iteration, TRAJECTORIES)),
+        problems=len(results),
+        eval_data=run.config.env.eval_data,
+        temperature=run.config.rollout.eval_temperature,
+        correct=int(results["correct"].sum()),
+        success_rate=float(results["correct"].mean()),
+        success_rate_boxed=_mean(results, "correct_boxed"),
+        success_rate_flexible=_mean(results, "correct_flexible"),
+        by_kind=by_kind,
+    )
+
+
+def _mean(results: pd.DataFrame, column: str) -> float | None:
+    return float(results[column].mean()) if column in results else None
+
+
+def describe(manifest: dict[str, Any]) -> str:
+    return (
+        f"{manifest['label']}: {manifest['correct']}/{manifest['problems']} held-out problems correct "
+        f"({manifest['success_rate']:.0%})"
+    )
+
+
+STAGE = register(Stage(STAGE_NAME, RESULTS, evaluate_iteration, describe, inputs=("update",)))

@@ -16,20 +16,20 @@ import time
 from collections import Counter
 from typing import Any
 
+from mappa.cluster.ray_cluster import coach_worker
 from mappa.coach.bias import agreement_by_agent, coach_bias_report
 from mappa.coach.build import build_coach, cache_settings
 from mappa.coach.cache import AnswerCache
 from mappa.coach.score import score_trajectories
 from mappa.envs.outcome_summary import coach_score_by_kind
 from mappa.envs.registry import get_env_spec
+from mappa.stages.stage import Stage, output_parts, register, write_manifest
 from mappa.storage.frames import frame_to_trajectories, scores_to_frame
 from mappa.storage.run import Run
 
 
 def local_coach_fns(run: Run):
     """The local coach's batch chat (greedy generation) and next-token logprobs, on the run's coach worker."""
-    from mappa.cluster.ray_cluster import coach_worker
-
     worker = coach_worker(run)
     coach = run.config.coach
     params = {
@@ -53,15 +53,11 @@ def local_coach_fns(run: Run):
     return chat, logprobs, grouped
 
 
-def score_stage(run: Run, iteration: int) -> dict[str, Any]:
-    """The score stage of `iteration`, skipped when its manifest matches."""
-    return run.execute_stage(iteration, "score", lambda: _score_iteration(run, iteration))
-
-
-def _score_iteration(run: Run, iteration: int) -> dict[str, Any]:
+def score_iteration(run: Run, iteration: int) -> dict[str, Any]:
+    """Score every action of iteration `iteration`; write scores.parquet and the manifest."""
     started = time.perf_counter()
     config = run.config
-    trajectories = frame_to_trajectories(run.store.read_parquet(*run.output_parts(iteration, "rollout")))
+    trajectories = frame_to_trajectories(run.store.read_parquet(*output_parts(run, iteration, "rollout")))
     fns = local_coach_fns(run) if config.coach.type == "local" else (None, None, None)
     chat_fn, logprob_fn, grouped_fn = fns
     cache = AnswerCache(run.store, run.run_id, config.coach.model, cache_settings(config.coach))
@@ -72,7 +68,7 @@ def _score_iteration(run: Run, iteration: int) -> dict[str, Any]:
         score_trajectories(coach, trajectories, spec.roles, config.coach, reference_fn=reference)
     )
     frame = scores_to_frame(scores)
-    run.store.write_parquet(frame, *run.output_parts(iteration, "score"))
+    run.store.write_parquet(frame, *output_parts(run, iteration, "score"))
     status = Counter(s.parse_status for s in scores)
     agreement = None
     if config.coach.type != "rubric":  # how far another coach agrees with the explicit rules, per agent
@@ -81,7 +77,8 @@ def _score_iteration(run: Run, iteration: int) -> dict[str, Any]:
             score_trajectories(rubric, trajectories, spec.roles, config.coach, reference_fn=reference)
         )
         agreement = agreement_by_agent(scores, ruled)
-    return run.write_manifest(
+    return write_manifest(
+        run,
         iteration,
         "score",
         rows=len(frame),
@@ -94,3 +91,10 @@ def _score_iteration(run: Run, iteration: int) -> dict[str, Any]:
         rubric_agreement=agreement,
         coach_cache=cache.stats(),
     )
+
+
+def describe(manifest: dict[str, Any]) -> str:
+    return f"{manifest['rows']} actions scored by {manifest['coach_model']}, parse {manifest['parse_status']}"
+
+
+STAGE = register(Stage("score", "scores.parquet", score_iteration, describe, inputs=("rollout",)))

@@ -24,6 +24,7 @@ import torch
 from mappa.cluster.ray_cluster import agent_workers
 from mappa.config import rollout_logprobs_are_trainers
 from mappa.core.advantages import compute_reinforce_pp_advantages, pad_sequences
+from mappa.stages.stage import Stage, output_parts, register, write_manifest
 from mappa.storage.run import Run
 
 
@@ -128,15 +129,11 @@ def compute_experiences(frame: pd.DataFrame, old: list, ref: list, run: Run) -> 
     )
 
 
-def advantages_stage(run: Run, iteration: int) -> dict[str, Any]:
-    """The advantages stage of `iteration`, skipped when its manifest matches."""
-    return run.execute_stage(iteration, "advantages", lambda: _compute_iteration_advantages(run, iteration))
-
-
-def _compute_iteration_advantages(run: Run, iteration: int) -> dict[str, Any]:
+def compute_iteration_advantages(run: Run, iteration: int) -> dict[str, Any]:
+    """Logprobs and REINFORCE++ advantages of iteration `iteration`; experiences.parquet and the manifest."""
     started = time.perf_counter()
-    actions = run.store.read_parquet(*run.output_parts(iteration, "rollout"))
-    scores = run.store.read_parquet(*run.output_parts(iteration, "score"))
+    actions = run.store.read_parquet(*output_parts(run, iteration, "rollout"))
+    scores = run.store.read_parquet(*output_parts(run, iteration, "score"))
     trainable = [name for name, agent in run.config.agents.items() if agent.trainable]
     frame = join_scores(actions, scores)
     frame = frame[frame["agent"].isin(trainable) & (frame["response_token_ids"].map(len) > 0)]
@@ -149,11 +146,12 @@ def _compute_iteration_advantages(run: Run, iteration: int) -> dict[str, Any]:
     logprobs = fetch_logprobs(run, iteration, frame, recompute_old=recompute, reference=reference)
     mismatch = logprob_mismatch(frame, logprobs["old"]) if source == "recompute" else None
     experiences = compute_experiences(frame, logprobs["old"], logprobs["ref"], run)
-    run.store.write_parquet(experiences, *run.output_parts(iteration, "advantages"))
+    run.store.write_parquet(experiences, *output_parts(run, iteration, "advantages"))
     kl = experiences.groupby("agent")["kl"].apply(
         lambda s: float(pd.Series([x for r in s for x in r]).mean())
     )
-    return run.write_manifest(
+    return write_manifest(
+        run,
         iteration,
         "advantages",
         rows=len(experiences),
@@ -163,3 +161,19 @@ def _compute_iteration_advantages(run: Run, iteration: int) -> dict[str, Any]:
         reference_pass=reference,
         logprob_mismatch=mismatch,
     )
+
+
+def describe(manifest: dict[str, Any]) -> str:
+    kl = ", ".join(f"{a} {v:.4f}" for a, v in manifest.get("mean_kl", {}).items())
+    return f"{manifest['rows']} experiences, KL {kl}"
+
+
+STAGE = register(
+    Stage(
+        "advantages",
+        "experiences.parquet",
+        compute_iteration_advantages,
+        describe,
+        inputs=("rollout", "score"),
+    )
+)

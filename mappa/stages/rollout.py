@@ -3,6 +3,7 @@
 Problems are drawn from the training set by a seeded permutation, `problems_per_iteration` at a time, so
 iteration k always sees the same problems (a resumed run rolls out what the uninterrupted one would
 have). Each problem is rolled out `samples_per_problem` times. Skipped when its manifest matches.
+`roll_out` (the env over given problems with a given iteration's weights) also serves the evaluate stage.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from mappa.envs.outcome_summary import summarize_by_kind
 from mappa.envs.registry import get_env_spec, load_env_problems
 from mappa.inference.engine import Generation, SamplingParams
 from mappa.sandbox import SandboxLimits
+from mappa.stages.stage import Stage, output_parts, register, write_manifest
 from mappa.storage.frames import trajectories_to_frame
 from mappa.storage.run import Run, iteration_name
 
@@ -98,12 +100,8 @@ async def run_batches(run_batch, problems: list, batches: int) -> list[Trajector
     return [trajectory for result in results for trajectory in result]
 
 
-def rollout_stage(run: Run, iteration: int) -> dict[str, Any]:
-    """The rollout stage of `iteration`, skipped when its manifest matches."""
-    return run.execute_stage(iteration, "rollout", lambda: _roll_out_iteration(run, iteration))
-
-
-def _roll_out_iteration(run: Run, iteration: int) -> dict[str, Any]:
+def roll_out_iteration(run: Run, iteration: int) -> dict[str, Any]:
+    """Roll out iteration `iteration`'s training problems; write trajectories.parquet and the manifest."""
     started = time.perf_counter()
     config = run.config
     train = load_env_problems(config.env.type, config.env.train_data)
@@ -121,11 +119,12 @@ def _roll_out_iteration(run: Run, iteration: int) -> dict[str, Any]:
     )
     trajectories = roll_out(run, pairs, iteration, params)
     frame = trajectories_to_frame(trajectories, iteration)
-    run.store.write_parquet(frame, *run.output_parts(iteration, "rollout"))
+    run.store.write_parquet(frame, *output_parts(run, iteration, "rollout"))
     tokens = int(frame["response_token_ids"].map(len).sum())
     seconds = time.perf_counter() - started
     success = float(sum(t.correct for t in trajectories) / len(trajectories))
-    return run.write_manifest(
+    return write_manifest(
+        run,
         iteration,
         "rollout",
         rows=len(frame),
@@ -136,3 +135,21 @@ def _roll_out_iteration(run: Run, iteration: int) -> dict[str, Any]:
         generated_tokens=tokens,
         tokens_per_s=tokens / max(seconds, 1e-9),
     )
+
+
+def describe(manifest: dict[str, Any]) -> str:
+    return (
+        f"{manifest['trajectories']} trajectories, {manifest['rows']} actions, "
+        f"success {manifest['success_rate']:.0%}, {manifest['tokens_per_s']:.0f} tokens/s"
+    )
+
+
+STAGE = register(
+    Stage(
+        "rollout",
+        "trajectories.parquet",
+        roll_out_iteration,
+        describe,
+        previous=("update",),  # the weights it rolls out with
+    )
+)

@@ -1,0 +1,48 @@
+"""The pipeline's stages, one module each, and the registry that the flows, tasks, CLI and manifests use.
+
+    rollout     problems -> trajectories.parquet                (mappa.stages.rollout)
+    score       trajectories -> scores.parquet, a coach verdict per action   (mappa.stages.score)
+    advantages  trajectories + scores -> experiences.parquet    (mappa.stages.advantages)
+    update      experiences -> new weights, checkpoints, metrics.json        (mappa.stages.update)
+    report      a finished iteration -> Prefect artifacts (no file of its own)  (mappa.stages.report)
+    evaluate    a checkpoint on held-out problems -> results.parquet         (mappa.stages.evaluate)
+
+Adding a stage is adding a module that registers a `Stage` (`mappa.stages.stage`) and importing it
+here; a stage of every training iteration also goes into `TRAINING`, a per-stage retry count into
+`RetryConfig`. Stages may use Ray and Prefect; the packages below them (`core`, `envs`, `coach`,
+`trainer`) do not.
+"""
+
+from mappa.stages import advantages, evaluate, report, rollout, score, update
+from mappa.stages.stage import (
+    REGISTRY,
+    TRAINING,
+    Stage,
+    completed_iterations,
+    describe_stage,
+    execute,
+    expected_manifest,
+    get_stage,
+    output_hash,
+    output_parts,
+    stage_complete,
+    write_manifest,
+)
+
+MODULES = (rollout, score, advantages, update, report, evaluate)
+
+__all__ = [
+    "MODULES",
+    "REGISTRY",
+    "TRAINING",
+    "Stage",
+    "completed_iterations",
+    "describe_stage",
+    "execute",
+    "expected_manifest",
+    "get_stage",
+    "output_hash",
+    "output_parts",
+    "stage_complete",
+    "write_manifest",
+]

@@ -1,0 +1,128 @@
+"""The shape of mappa's imports: no cycles, and the layers below the stages free of Ray and Prefect.
+
+The graph is read from the source (every `import` statement, module-level and inside functions), so a
+cycle hidden behind a function-level import counts as one. Importing `a.b.c` from outside package `a.b`
+runs `a/b/__init__.py` first: that edge is in the graph too.
+"""
+
+import ast
+from pathlib import Path
+
+import mappa
+
+PACKAGE = Path(mappa.__file__).parent
+PURE_LAYERS = ("mappa.core", "mappa.envs", "mappa.coach", "mappa.trainer")
+ORCHESTRATION = ("ray", "prefect")
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def import_graph() -> tuple[dict[str, set[str]], dict[str, set[str]]]:
+    """(mappa module -> mappa modules it imports, mappa module -> top-level third-party packages)."""
+    modules = {module_name(p): p for p in PACKAGE.rglob("*.py")}
+    inner: dict[str, set[str]] = {}
+    outer: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        targets: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                targets |= {alias.name for alias in node.names}
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:  # relative import
+                    anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join([*anchor, base] if base else anchor)
+                targets.add(base)
+                targets |= {f"{base}.{alias.name}" for alias in node.names}
+        inner[name] = set()
+        outer[name] = set()
+        for target in targets:
+            if target == "mappa" or target.startswith("mappa."):
+                if target in modules:
+                    inner[name].add(target)
+                    inner[name] |= _outside_packages(name, target, modules)
+            elif target:
+                outer[name].add(target.split(".")[0])
+        inner[name].discard(name)
+    return inner, outer
+
+
+def _outside_packages(importer: str, target: str, modules) -> set[str]:
+    """The packages whose `__init__` importing `target` runs, other than the importer's own."""
+    parts = target.split(".")
+    found = set()
+    for end in range(2, len(parts)):
+        package = ".".join(parts[:end])
+        if package in modules and not (importer == package or importer.startswith(package + ".")):
+            found.add(package)
+    return found
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in graph.get(node, ()):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def reachable(graph: dict[str, set[str]], start: str) -> set[str]:
+    seen, todo = set(), [start]
+    while todo:
+        node = todo.pop()
+        if node not in seen:
+            seen.add(node)
+            todo.extend(graph.get(node, ()))
+    return seen
+
+
+def test_mappa_has_no_import_cycles():
+    inner, _ = import_graph()
+    assert cycles(inner) == []
+
+
+def test_the_cycle_finder_finds_a_cycle():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_core_envs_coach_and_trainer_reach_no_ray_and_no_prefect():
+    inner, outer = import_graph()
+    for module in inner:
+        if not module.startswith(PURE_LAYERS):
+            continue
+        closure = reachable(inner, module)
+        upward = sorted(m for m in closure if m.startswith(("mappa.stages", "mappa.tasks", "mappa.flows")))
+        assert not upward, f"{module} imports the pipeline's layers: {upward}"
+        third = {pkg for m in closure for pkg in outer[m]}
+        assert not third & set(ORCHESTRATION), f"{module} reaches {sorted(third & set(ORCHESTRATION))}"
