@@ -1,7 +1,7 @@
 """How the benchmarks in this folder report an interleaved A/B comparison: machine facts, medians, ratios,
 verdicts against a target, a rich table and a JSON file.
 
-Why interleaved: timings on shared machines drift by up to 40% over minutes (PITFALLS.md), so a figure
+Why interleaved: timings on shared machines drift by up to 40% over minutes (docs/pitfalls.md), so a figure
 measured an hour apart from its baseline says little. Each benchmark runs both sides inside one run,
 alternating A, B, A, B, ... and compares medians, so a slow minute hits both sides alike.
 

@@ -22,7 +22,7 @@ JSON and a PNG plot (`--plot`, default next to the JSON).
 
 Not covered: Prefect, artifact I/O and checkpoint writing (see `benchmarks/overhead.py`), the coach (score
 stage), vLLM, several samples per problem, more than one machine. Sizes run in ascending order, so a slow
-minute on a shared machine lands on one size (timings drift by up to 40%: PITFALLS.md); `--repeats` takes
+minute on a shared machine lands on one size (timings drift by up to 40%: docs/pitfalls.md); `--repeats` takes
 medians over rounds. Memory: one SmolLM2 worker with its trainer holds about 2.5 GB; the default sweep
 keeps four (max(3, largest k)) alive at once.
 

@@ -146,7 +146,7 @@ class CoachConfig(_Section):
 
 
 class AlgoConfig(_Section):
-    """REINFORCE++ with coach rewards (DESIGN.md, `mappa.core.advantages`)."""
+    """REINFORCE++ with coach rewards (docs/architecture.md, `mappa.core.advantages`)."""
 
     beta: float = Field(0.01, ge=0)
     """KL penalty coefficient per token."""
@@ -162,7 +162,7 @@ class AlgoConfig(_Section):
     sampling logprobs are used as they are (verl's and prime-rl's "rollout logprobs"). `auto` (default):
     `rollout` where they are the same numbers, the HF engine on the trainer's own fp32 weights (torch
     trainer, no bf16 autocast in engine or trainer), `recompute` elsewhere (vLLM, bf16: measured mismatch up
-    to 0.13 per token, PITFALLS.md)."""
+    to 0.13 per token, docs/pitfalls.md)."""
 
     def resolved_old_logprobs(self, engine: EngineConfig, trainer: TrainerConfig) -> str:
         """`recompute` or `rollout` for a run with this engine and trainer (`auto` resolved here)."""
@@ -267,7 +267,7 @@ class SandboxConfig(_Section):
 
 
 class StorageConfig(_Section):
-    """Where artifacts go: `<root>/<run id>/...` (DESIGN.md, Artifacts)."""
+    """Where artifacts go: `<root>/<run id>/...` (docs/architecture.md, "Artifacts")."""
 
     root: str = "runs"
     """A local folder or an fsspec URL such as s3://bucket/prefix."""

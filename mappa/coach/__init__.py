@@ -1,4 +1,4 @@
-"""The coach: scores every action of a trajectory 0-10 (DESIGN.md, "The coach").
+"""The coach: scores every action of a trajectory 0-10 (docs/architecture.md).
 
 `build_coach(config)` gives a `Coach` (openai, local or rubric); `score_trajectories` renders one request
 per action (`build_requests`, templates in `templates/`), scores them and checks alignment;

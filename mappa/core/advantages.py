@@ -1,4 +1,4 @@
-"""REINFORCE++ advantages from per-action coach scores (DESIGN.md, "REINFORCE++ with coach rewards").
+"""REINFORCE++ advantages from per-action coach scores (docs/architecture.md, "The algorithm").
 
 For one action with response tokens y_1..y_T and coach score s in [0, 10]:
 

@@ -15,7 +15,7 @@ generator instead (after dropping the prefix cache, so that the same call takes 
 vLLM's CPU build crashes ("CPU Generator does not use offset") when a chunked prefill (a batch past
 `max_num_batched_tokens`, 4096 by default) rewinds a per-request seeded generator.
 On CPU vLLM needs `VLLM_CPU_KVCACHE_SPACE` (GiB of KV cache, default here 1)
-and `OMP_NUM_THREADS` set to the cores it may use (PITFALLS.md); the first start compiles (1-2 minutes)
+and `OMP_NUM_THREADS` set to the cores it may use (docs/pitfalls.md); the first start compiles (1-2 minutes)
 unless `engine.enforce_eager`.
 
 Not covered: the coach's next-token probabilities (`expected` scoring keeps the HF engine), LoRA adapters

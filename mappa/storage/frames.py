@@ -1,4 +1,4 @@
-"""Stage data <-> data frames: one row per action, as the parquet artifacts of DESIGN.md hold them.
+"""Stage data <-> data frames: one row per action, as the parquet artifacts hold them (docs/architecture.md).
 
 `trajectories.parquet` repeats each trajectory's problem and outcome on every one of its action rows,
 so one file answers both "what did agent X do" and "did the team succeed". Nested sandbox results are

@@ -3,7 +3,7 @@
 Every write is atomic for readers: locally the bytes go to a temporary name in the same folder and are
 renamed into place; on object stores a single complete `put` is atomic by nature. Parent folders are
 created for local paths (pandas/pyarrow do not). Parquet and JSON go through `fsspec.open`, never through
-pandas' own URL handling (which fails for `file://` JSON, see PITFALLS.md). Listings are never cached
+pandas' own URL handling (which fails for `file://` JSON, see docs/pitfalls.md). Listings are never cached
 (s3fs caches them per process by default): a run is written by several processes (the flow, Ray workers)
 and read by others (`mappa inspect`, a resumed run), and each must see the others' files at once.
 Credentials for a remote root come from the environment (for s3: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,

