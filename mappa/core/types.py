@@ -76,7 +76,7 @@ class Action:
 
     @property
     def id(self) -> str:
-        return f"{self.trajectory_id}/{self.index}"
+        return action_id(self.trajectory_id, self.index)
 
 
 @dataclass(frozen=True)
@@ -106,6 +106,11 @@ class ActionScore:
     coach_model: str
     parse_status: str = "ok"
     used_ground_truth: bool = False
+
+
+def action_id(trajectory_id: str, index: int) -> str:
+    """The id of action `index` of a trajectory: how scores and experiences name the action they are of."""
+    return f"{trajectory_id}/{index}"
 
 
 @dataclass(frozen=True)

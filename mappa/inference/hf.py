@@ -2,7 +2,7 @@
 
 Prompts are sorted by length and generated in batches of `batch_size` with left padding, under one outer
 bf16 autocast on CPU (per-call autocast re-casts fp32 weights at every decoding step and costs about
-1.5x; see docs/pitfalls.md), by mappa's own sampling loop over the KV cache (`mappa.inference.decode`: about 3x
+1.5x; docs/pitfalls.md), by mappa's own sampling loop over the KV cache (`mappa.inference.decode`: about 3x
 `model.generate` per step here, finished rows leave the batch). Each row is cut after its first EOS or
 stop string; the logprob of each kept token comes from the model's raw logits (temperature 1), whatever
 the sampling temperature.

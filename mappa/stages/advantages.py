@@ -25,12 +25,13 @@ from mappa.cluster.ray_cluster import agent_workers
 from mappa.config import rollout_logprobs_are_trainers
 from mappa.core.advantages import compute_reinforce_pp_advantages, pad_sequences
 from mappa.stages.stage import Stage, output_parts, register, write_manifest
+from mappa.storage.frames import action_ids
 from mappa.storage.run import Run
 
 
 def join_scores(actions: pd.DataFrame, scores: pd.DataFrame) -> pd.DataFrame:
     """Actions with their scores; every action must have exactly one score."""
-    actions = actions.assign(action_id=actions["trajectory_id"] + "/" + actions["index"].astype(str))
+    actions = actions.assign(action_id=action_ids(actions))
     merged = actions.merge(scores[["action_id", "score"]], on="action_id", how="left", validate="one_to_one")
     missing = merged["score"].isna().sum()
     if missing:

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from mappa.core.types import ActionScore, Problem, Trajectory, action_from_record, to_record
+from mappa.core.types import ActionScore, Problem, Trajectory, action_from_record, action_id, to_record
 
 
 def trajectories_to_frame(trajectories: Sequence[Trajectory], iteration: int) -> pd.DataFrame:
@@ -53,6 +53,15 @@ def frame_to_trajectories(frame: pd.DataFrame) -> list[Trajectory]:
             Trajectory(str(trajectory_id), problem, actions, final, bool(first["correct"]), outcome)
         )
     return trajectories
+
+
+def action_ids(actions: pd.DataFrame) -> pd.Series:
+    """`Action.id` of every row of a trajectories frame (the key that scores and experiences carry)."""
+    return pd.Series(
+        [action_id(t, int(i)) for t, i in zip(actions["trajectory_id"], actions["index"])],
+        index=actions.index,
+        dtype=object,
+    )
 
 
 def scores_to_frame(scores: Sequence[ActionScore]) -> pd.DataFrame:

@@ -11,6 +11,7 @@ from typing import Any
 import pandas as pd
 
 from mappa.stages import TRAINING, output_parts
+from mappa.storage.frames import action_ids
 from mappa.storage.run import Run
 
 
@@ -37,7 +38,7 @@ def iteration_rows(run: Run) -> list[dict[str, Any]]:
 def scored_actions(run: Run, iteration: int) -> pd.DataFrame:
     """The iteration's actions joined with their scores (one row per action)."""
     actions = run.store.read_parquet(*output_parts(run, iteration, "rollout"))
-    actions["action_id"] = actions["trajectory_id"] + "/" + actions["index"].astype(str)
+    actions["action_id"] = action_ids(actions)
     if not run.store.exists(*output_parts(run, iteration, "score")):
         return actions.assign(score=float("nan"), rationale=None, parse_status="not scored yet")
     scores = run.store.read_parquet(*output_parts(run, iteration, "score"))
