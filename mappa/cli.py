@@ -18,6 +18,7 @@ from rich.table import Table
 
 from mappa.config import ConfigError, load_config
 from mappa.core.types import tool_result_from_record
+from mappa.sandbox import SandboxUnavailableError
 
 console = Console(soft_wrap=True)
 
@@ -39,9 +40,11 @@ def cmd_train(args: argparse.Namespace) -> int:
     from mappa.coach.build import check_coach_template
     from mappa.envs.registry import load_env_problems
     from mappa.inference.prepare import resolve_model
+    from mappa.sandbox import check_isolation
 
     load_env_problems(config.env.type, config.env.train_data)
     load_env_problems(config.env.type, config.env.eval_data)
+    check_isolation(config.sandbox.isolation)  # every env runs model-written code
     if config.coach.type in ("local", "openai"):
         check_coach_template(config.coach)
     for name, agent in config.agents.items():
@@ -276,7 +279,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except (ConfigError, FileNotFoundError, ValueError) as exc:
+    except (ConfigError, FileNotFoundError, ValueError, SandboxUnavailableError) as exc:
         console.print(f"[bold red]error:[/bold red] {exc}")
         return 2
 

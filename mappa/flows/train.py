@@ -16,6 +16,7 @@ from prefect import flow, get_run_logger
 from mappa.cluster.ray_cluster import COACH, release_workers
 from mappa.config import apply_overrides, load_config, validate_config
 from mappa.flows.summary import run_summary
+from mappa.sandbox import check_isolation
 from mappa.stages import TRAINING, describe_stage
 from mappa.stages.evaluate import evaluation_rows
 from mappa.stages.report import publish_evaluation
@@ -43,6 +44,7 @@ def train(
         config = validate_config(apply_overrides(stored.model_dump(mode="json"), overrides))
     else:
         config = load_config(config_path, overrides)
+    check_isolation(config.sandbox.isolation)  # before any folder, worker or model: names the fix
     run = Run.create(config, run_id or new_run_id(config.name))
     logger = get_run_logger()
     logger.info("run %s -> %s", run.run_id, run.store.url(run.run_id))

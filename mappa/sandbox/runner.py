@@ -6,19 +6,24 @@ What it protects against:
   bound each process; output is read incrementally, trimmed, and a program flooding it is killed, so the
   parent's memory stays bounded whatever the program does;
 - leaking the parent's secrets through the environment: the program gets a minimal, fixed environment;
-- with bubblewrap (isolation "bwrap", or "auto" where it works): network access (own loopback only, so not
-  even services on the host's 127.0.0.1), writes outside the work folder (the system is mounted read-only,
-  /tmp is private and empty), seeing or signalling the host's processes (own PID namespace), System V IPC;
-  when run as root, all capabilities are dropped.
+- with bubblewrap (isolation "bwrap", or "auto": bubblewrap, and a refusal to run where it does not work):
+  network access (own loopback only, so not even services on the host's 127.0.0.1); seeing files: the
+  program sees only what it needs, read-only: the system's programs and libraries (/usr and the /bin,
+  /lib links), a few files of /etc (the loader cache, users, time zone, certificates), the Python
+  environment it runs in (its prefix: a venv with its site-packages, wherever it lives); and read-write
+  its own work folder, an empty private /tmp and an empty home (/tmp/home). Not visible: /root, /home,
+  /opt, /srv, /var, /work, the rest of /etc (host keys, shadow), the project checkout outside the
+  environment, the run's artifact root, checkpoints, the coach cache, other trajectories' work folders,
+  and `hidden_paths` inside the visible trees (covered by an empty folder or /dev/null); /proc shows the
+  program's own processes only (own PID namespace); System V IPC; when run as root, all capabilities are
+  dropped.
 
 What it does NOT protect against:
-- without bubblewrap (isolation "none", or "auto" falling back with a logged warning): no network or
-  filesystem isolation at all; the program can reach the network and write anything this user can (as
-  root: anything), and a child that calls setsid() leaves the process group and survives the timeout;
-- reading files: even under bubblewrap the whole filesystem is visible read-only, including credential
-  files on disk (~/.aws, ~/.cache/huggingface/token), except `hidden_paths` (covered by an empty folder or
-  /dev/null under bubblewrap only; without it they stay readable); what the program prints ends up in
-  trajectories;
+- without bubblewrap (isolation "none", which a run must ask for explicitly): no network or filesystem
+  isolation at all; the program can read and write anything this user can (as root: anything), reach the
+  network, and a child that calls setsid() leaves the process group and survives the timeout;
+- reading the visible trees: the Python environment's files (a secret stored inside the venv is
+  readable), /usr; what the program prints ends up in trajectories and goes to the coach;
 - memory is address space per process, not resident memory of the whole run: N child processes may use N
   times memory_mb; libraries reserving large virtual ranges may fail under a low limit;
 - CPU time is per process (all threads of one process together); children get fresh budgets, bounded only by
@@ -152,32 +157,61 @@ def _warn_paths_readable(paths: tuple[str, ...]) -> None:
     log.warning("sandbox: without bubblewrap the program can read the paths it should not see: %s", paths)
 
 
-@functools.cache
-def _warn_plain_fallback(reason: str) -> None:
-    log.warning(
-        "sandbox: bubblewrap unavailable (%s); running code as a plain limited process, "
-        "without network or filesystem isolation",
-        reason,
-    )
+def check_isolation(isolation: str) -> None:
+    """Raise `SandboxUnavailableError`, naming the fix, when `isolation` needs bubblewrap and it does not
+    work here (a run checks this before it starts)."""
+    if isolation == "none":
+        return
+    works, reason = _probe_bwrap()
+    if not works:
+        raise SandboxUnavailableError(
+            f"the code sandbox needs bubblewrap, but {reason}: install it (apt-get install bubblewrap), or "
+            f"set sandbox.isolation: none to run model-written code without isolation (it can then read "
+            f"and write this user's files and reach the network)"
+        )
 
 
 def _use_bwrap(isolation: str) -> bool:
-    if isolation == "none":
-        return False
-    works, reason = _probe_bwrap()
-    if not works and isolation == "bwrap":
-        raise SandboxUnavailableError(f"isolation='bwrap' but {reason}")
-    if not works:
-        _warn_plain_fallback(reason)
-    return works
+    check_isolation(isolation)
+    return isolation != "none"
+
+
+SYSTEM_TREES = ("/usr",)  # read-only: the system's programs and libraries
+SYSTEM_LINKS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")  # merged-/usr links, or folders
+SYSTEM_FILES = (  # the parts of /etc a Python program needs; the rest (host keys, shadow) stays hidden
+    "/etc/alternatives", "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime",
+    "/etc/timezone", "/etc/passwd", "/etc/group", "/etc/nsswitch.conf", "/etc/hosts", "/etc/host.conf",
+    "/etc/ssl", "/etc/ca-certificates", "/etc/mime.types", "/etc/fonts", "/etc/os-release",
+    "/etc/python3", "/etc/python3.11", "/etc/xdg/matplotlib",
+)  # fmt: skip
+SANDBOX_HOME = "/tmp/home"
+
+
+def _system_binds() -> list[str]:
+    """What every program sees, read-only: /usr, the top-level links into it (or the folders, where /usr
+    is not merged), a short list of /etc, and the Python environment this process runs in."""
+    binds: list[str] = []
+    for tree in SYSTEM_TREES:
+        binds += ["--ro-bind", tree, tree]
+    for path in SYSTEM_LINKS:
+        if os.path.islink(path):
+            binds += ["--symlink", os.readlink(path), path]
+        elif os.path.isdir(path):
+            binds += ["--ro-bind", path, path]
+    for path in SYSTEM_FILES:
+        if os.path.lexists(path):
+            binds += ["--ro-bind", path, path]
+    return binds
 
 
 def _interpreter_binds() -> list[str]:
-    """Read-only binds that bring back the Python environment when it lives under /tmp (a checkout or
-    CI clone there), which the sandbox's private /tmp would otherwise hide."""
+    """Read-only binds of the Python environment: its prefix (a venv, wherever it lives: a checkout, a CI
+    clone under /tmp), the base installation's and the interpreter's folder, where outside /usr."""
+    roots = {Path(sys.prefix), Path(sys.base_prefix), Path(sys.executable).parent}
+    roots |= {path.resolve() for path in roots}
     binds: list[str] = []
-    for path in sorted({Path(sys.prefix).resolve(), Path(sys.executable).parent.resolve()}):
-        if path.is_relative_to("/tmp"):
+    for path in sorted(roots, key=lambda p: len(p.parts)):
+        if path.exists() and not path.is_relative_to("/usr"):
             binds += ["--ro-bind", str(path), str(path)]
     return binds
 
@@ -197,8 +231,8 @@ def _hiding_binds(paths: tuple[str, ...]) -> list[str]:
 
 def _bwrap_prefix(executable: str, folder: Path, hidden: tuple[str, ...] = ()) -> list[str]:
     prefix = [
-        executable, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
-        *_interpreter_binds(), *_hiding_binds(hidden),
+        executable, *_system_binds(), "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
+        "--dir", SANDBOX_HOME, *_interpreter_binds(), *_hiding_binds(hidden),
         "--bind", str(folder), str(folder), "--chdir", str(folder),
         "--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
         "--die-with-parent", "--new-session",
@@ -219,11 +253,12 @@ def _command(script: Path, folder: Path, limits: SandboxLimits, bwrap: bool) -> 
     return [*_bwrap_prefix(shutil.which("bwrap") or "bwrap", folder, limits.hidden_paths), *launcher]
 
 
-def _child_env(folder: Path) -> dict[str, str]:
-    """The whole environment of the program: nothing of the parent's (API keys, cloud credentials) leaks."""
+def _child_env(folder: Path, bwrap: bool) -> dict[str, str]:
+    """The whole environment of the program: nothing of the parent's (API keys, cloud credentials) leaks.
+    Its home is empty (a folder of the private /tmp) under bubblewrap, its work folder without."""
     return {
         "PATH": f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin",
-        "HOME": str(folder),
+        "HOME": SANDBOX_HOME if bwrap else str(folder),
         "LANG": "C.UTF-8",
         "PYTHONDONTWRITEBYTECODE": "1",
         "PYTHONUNBUFFERED": "1",
@@ -286,12 +321,12 @@ async def _supervise(pid: int, protocol: CaptureProtocol, timeout_s: float) -> s
     return ending
 
 
-async def _execute(command: list[str], folder: Path, limits: SandboxLimits) -> _Outcome:
+async def _execute(command: list[str], folder: Path, limits: SandboxLimits, bwrap: bool) -> _Outcome:
     loop = asyncio.get_running_loop()
     started = time.monotonic()
     transport, protocol = await loop.subprocess_exec(
         lambda: CaptureProtocol(limits.max_output_chars, RUNAWAY_OUTPUT_BYTES),
-        *command, cwd=folder, env=_child_env(folder), stdin=subprocess.DEVNULL,
+        *command, cwd=folder, env=_child_env(folder, bwrap), stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
     )  # fmt: skip
     pid = transport.get_pid()
@@ -356,8 +391,8 @@ async def run_python_async(
     """Runs `code` in the sandbox without blocking the event loop; many runs may go on at once.
 
     With `workdir`, the program runs there and its files stay (a shared workspace); without, it runs in a
-    fresh temporary folder that is removed afterwards. Raises SandboxUnavailableError for
-    isolation="bwrap" when bubblewrap does not work here.
+    fresh temporary folder that is removed afterwards. Raises SandboxUnavailableError, naming the fix,
+    when the isolation asks for bubblewrap ("auto", "bwrap") and it does not work here.
     """
     bwrap = _use_bwrap(limits.isolation)
     if limits.hidden_paths and not bwrap:
@@ -366,7 +401,7 @@ async def run_python_async(
         script = folder / f"{SCRIPT_PREFIX}{uuid.uuid4().hex[:12]}.py"
         script.write_text(code, encoding="utf-8")
         try:
-            outcome = await _execute(_command(script, folder, limits, bwrap), folder, limits)
+            outcome = await _execute(_command(script, folder, limits, bwrap), folder, limits, bwrap)
         finally:
             script.unlink(missing_ok=True)
         files = _list_files(folder)

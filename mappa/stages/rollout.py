@@ -130,6 +130,7 @@ def roll_out_iteration(run: Run, iteration: int) -> dict[str, Any]:
         rows=len(frame),
         timings={"total_s": seconds},
         trajectories=len(trajectories),
+        sandbox_isolation="none" if config.sandbox.isolation == "none" else "bwrap",
         success_rate=success,
         by_kind=summarize_by_kind(trajectories),
         generated_tokens=tokens,

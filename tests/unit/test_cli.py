@@ -31,3 +31,17 @@ def test_a_shared_engine_with_another_model_for_one_agent_says_how_to_go_on(tmp_
     code = main(["train", "configs/mathchat-cpu.yaml", "--set", f"agents.solver.model={tmp_path}"])
     assert code == 2
     assert "engine.shared=false" in capsys.readouterr().out
+
+
+def test_a_run_without_a_working_sandbox_stops_before_it_starts(monkeypatch, capsys):
+    """Where bubblewrap does not work, a run refuses (one line, the fix named) unless it asks for
+    `sandbox.isolation: none`; nothing has started (a model or Ray would take seconds)."""
+    import sys
+
+    from mappa.sandbox import runner
+
+    monkeypatch.setattr(runner, "_probe_bwrap", lambda: (False, "`bwrap` is not on PATH"))
+    assert main(["train", "configs/mathchat-cpu.yaml", "--set", "storage.root=/nonexistent/runs"]) == 2
+    out = " ".join(capsys.readouterr().out.split())
+    assert "apt-get install bubblewrap" in out and "sandbox.isolation: none" in out
+    assert "ray" not in sys.modules or not sys.modules["ray"].is_initialized()

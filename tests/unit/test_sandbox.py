@@ -154,7 +154,8 @@ def test_files_are_listed_and_a_given_workdir_keeps_them(limits: SandboxLimits, 
     result = run_python(code, workdir=tmp_path, limits=limits)
     assert result.ok, result.stderr
     assert result.files == ("notes.md", "out/result.txt")
-    assert result.stdout.split() == [str(tmp_path.resolve())] * 2
+    home = runner.SANDBOX_HOME if limits.isolation == "bwrap" else str(tmp_path.resolve())  # bwrap: empty
+    assert result.stdout.split() == [str(tmp_path.resolve()), home]
     assert (tmp_path / "out" / "result.txt").read_text() == "42"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.md", "out"]  # the script itself is gone
     # A later run (another agent) shares the workspace.
@@ -209,7 +210,10 @@ def test_no_network_under_bwrap() -> None:
 
 @NEEDS_BWRAP
 def test_system_is_read_only_and_tmp_is_private_under_bwrap(tmp_path: Path) -> None:
-    targets = ["/usr/mappa-sandbox-probe", str(REPO_ROOT / "mappa-sandbox-probe")]
+    import sys
+
+    targets = ["/usr/mappa-sandbox-probe", str(Path(sys.prefix) / "mappa-sandbox-probe")]
+    hidden = REPO_ROOT / "mappa-sandbox-probe"  # the checkout is not visible: a write lands nowhere real
     code = (
         "import os\n"
         f"for target in {targets!r}:\n"
@@ -218,18 +222,71 @@ def test_system_is_read_only_and_tmp_is_private_under_bwrap(tmp_path: Path) -> N
         "        print('WROTE', target)\n"
         "    except OSError as exc:\n"
         "        print('refused', exc.errno)\n"
+        "try:\n"
+        f"    open({str(hidden)!r}, 'w').write('x')\n"
+        "except OSError:\n"
+        "    pass\n"
         "open('/tmp/mappa-private', 'w').write('x')\n"
         "print(os.listdir('/tmp'))\n"
     )
     result = run_python(code, workdir=tmp_path, limits=SandboxLimits(isolation="bwrap"))
     assert result.ok, result.stderr
-    assert "WROTE /usr" not in result.stdout
-    # The checkout is read-only, unless it lies under /tmp (a CI clone): then the sandbox's private /tmp
-    # hides it and a write lands in that private copy. Either way the real checkout stays untouched.
-    refusals = 2 if not REPO_ROOT.resolve().is_relative_to("/tmp") else 1
-    assert result.stdout.count("refused 30") == refusals  # EROFS
-    assert not any(Path(target).exists() for target in targets)
+    assert result.stdout.count("refused 30") == 2, result.stdout  # EROFS: the system and the environment
+    assert not any(Path(target).exists() for target in [*targets, str(hidden)])
     assert not Path("/tmp/mappa-private").exists()
+
+
+@NEEDS_BWRAP
+def test_a_program_sees_none_of_the_hosts_files_and_its_libraries_still_work(tmp_path: Path) -> None:
+    """A file planted in each place a secret or another run's data could be: none can be listed or read,
+    under the default settings; numpy, pandas and scikit-learn programs run."""
+    import uuid
+
+    tag = f"mappa-planted-{uuid.uuid4().hex[:8]}"
+    home = Path.home()
+    places = [
+        home / tag, *(home / folder / tag for folder in (".aws", ".ssh", ".config", ".docker")),
+        home / ".cache" / "huggingface" / tag, home / f".netrc-{tag}", Path("/home") / tag / "secret",
+        REPO_ROOT / tag, REPO_ROOT / "runs" / tag, Path("/opt") / tag, Path("/var/tmp") / tag,
+    ]  # fmt: skip
+    made: list[Path] = []
+    for place in places:
+        for parent in reversed(place.parents):
+            if not parent.exists():
+                parent.mkdir()
+                made.append(parent)
+        place.write_text("secret")
+        made.append(place)
+    other = run_python(f"open('{tag}', 'w').write('other trajectory')", limits=SandboxLimits(timeout_s=30))
+    other_folder = tmp_path / "other-trajectory"
+    run_python(f"open('{tag}', 'w').write('x')", workdir=other_folder, limits=SandboxLimits(timeout_s=30))
+    probes = [*map(str, places), str(other_folder / tag), str(home), "/home", str(REPO_ROOT)]
+    code = (
+        "import os\n"
+        f"for path in {probes!r}:\n"
+        "    try:\n"
+        "        print('SEEN', path, os.listdir(path) if os.path.isdir(path) else open(path).read())\n"
+        "    except OSError:\n"
+        "        pass\n"
+        "print('processes', len([p for p in os.listdir('/proc') if p.isdigit()]))\n"
+        "import numpy, pandas\n"
+        "from sklearn.linear_model import LinearRegression\n"
+        "x = pandas.DataFrame({'a': numpy.arange(5.0)})\n"
+        "print('fit', round(float(LinearRegression().fit(x, 2 * x['a']).coef_[0]), 3))\n"
+    )
+    try:
+        result = run_python(code, workdir=tmp_path / "work", limits=SandboxLimits(timeout_s=60))
+    finally:
+        for path in reversed(made):
+            path.unlink() if path.is_file() else path.rmdir()
+    assert other.ok and result.ok, other.stderr + result.stderr
+    seen = [line for line in result.stdout.splitlines() if line.startswith("SEEN") and tag in line]
+    assert not seen, seen
+    listed = [line for line in result.stdout.splitlines() if line.startswith("SEEN")]
+    assert all(tag not in line and "secret" not in line for line in listed), listed
+    processes = int(result.stdout.split("processes ")[1].split()[0])
+    assert processes < 5, result.stdout  # its own PID namespace: bwrap, the launcher, the program
+    assert "fit 2.0" in result.stdout
 
 
 def test_async_runs_snippets_concurrently(limits: SandboxLimits) -> None:
@@ -260,12 +317,14 @@ def test_limits_are_validated() -> None:
         SandboxLimits(memory_mb=0)
 
 
-def test_bwrap_isolation_raises_when_bubblewrap_does_not_work(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_bubblewrap_code_runs_only_when_isolation_none_is_asked_for(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setattr(runner, "_probe_bwrap", lambda: (False, "`bwrap` is not on PATH"))
-    with pytest.raises(SandboxUnavailableError, match="not on PATH"):
-        run_python("print(1)", limits=SandboxLimits(isolation="bwrap"))
-    fallback = run_python("print(1)", limits=SandboxLimits(isolation="auto"))  # warns, runs plain
-    assert fallback.stdout == "1\n"
+    for isolation in ("bwrap", "auto"):
+        with pytest.raises(SandboxUnavailableError, match="not on PATH.*sandbox.isolation: none"):
+            run_python("print(1)", limits=SandboxLimits(isolation=isolation))
+    assert run_python("print(1)", limits=SandboxLimits(isolation="none")).stdout == "1\n"
 
 
 def test_output_capture_keeps_head_and_tail_across_chunks() -> None:
@@ -326,9 +385,10 @@ def test_hidden_paths_cannot_be_read_under_bwrap(tmp_path: Path) -> None:
 @NEEDS_BWRAP
 def test_a_path_hidden_through_a_symlink_is_hidden_under_both_names(tmp_path: Path) -> None:
     import shutil
+    import sys
     import tempfile
 
-    base = Path(tempfile.mkdtemp(dir=REPO_ROOT, prefix=".sandbox-test-"))  # not /tmp: private in the sandbox
+    base = Path(tempfile.mkdtemp(dir=sys.prefix, prefix=".sandbox-test-"))  # in the environment: visible
     try:
         real = base / "store" / "answers"
         real.mkdir(parents=True)
