@@ -41,10 +41,15 @@ def cmd_train(args: argparse.Namespace) -> int:
     from mappa.envs.registry import load_env_problems
     from mappa.inference.prepare import resolve_model
     from mappa.sandbox import check_isolation
+    from mappa.storage.run import validate_run_id
+    from mappa.storage.store import ArtifactStore
 
     load_env_problems(config.env.type, config.env.train_data)
     load_env_problems(config.env.type, config.env.eval_data)
     check_isolation(config.sandbox.isolation)  # every env runs model-written code
+    if args.run_id is not None:
+        validate_run_id(args.run_id)
+    ArtifactStore(config.storage.root).check_writable()
     if config.coach.type in ("local", "openai"):
         check_coach_template(config.coach)
     for name, agent in config.agents.items():
@@ -59,6 +64,12 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
+    from mappa.sandbox import check_isolation
+    from mappa.storage.run import Run
+
+    run = Run.open(args.root, args.run_id)  # a run that does not exist is refused before Prefect starts
+    check_isolation(run.config.sandbox.isolation)
+    run.store.check_writable()
     from mappa.flows.train import train
 
     overrides = list(args.set or [])

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import socket
 import time
 from dataclasses import dataclass
@@ -53,6 +54,18 @@ def source_hash() -> str:
     return digest.hexdigest()[:12]
 
 
+RUN_ID_RULE = "letters, digits, '-', '_' and '.', not starting with '.', at most 128 characters"
+_RUN_ID = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}")
+
+
+def validate_run_id(run_id: str) -> str:
+    """`run_id` if it follows `RUN_ID_RULE` (so a run's folder stays inside the storage root), else a
+    ValueError naming the rule."""
+    if not isinstance(run_id, str) or not _RUN_ID.fullmatch(run_id):
+        raise ValueError(f"run id {run_id!r} is not allowed: use {RUN_ID_RULE}")
+    return run_id
+
+
 def iteration_name(iteration: int) -> str:
     return f"iter-{iteration:04d}"
 
@@ -75,6 +88,7 @@ class Run:
     @classmethod
     def create(cls, config: RunConfig, run_id: str) -> Run:
         """Open a run for writing; a run id that exists must have been made with the same config."""
+        validate_run_id(run_id)
         run = cls(ArtifactStore(config.storage.root), run_id, config)
         if run.store.exists(run_id, "config.yaml"):
             stored = run.load_stored_config()
@@ -89,6 +103,7 @@ class Run:
     @classmethod
     def open(cls, root: str, run_id: str) -> Run:
         """A finished or interrupted run, with its stored config (its storage root set to `root`)."""
+        validate_run_id(run_id)
         store = ArtifactStore(root)
         if not store.exists(run_id, "config.yaml"):
             raise FileNotFoundError(

@@ -34,6 +34,23 @@ class ArtifactStore:
         self.fs, self.root = _filesystem(root)
         self.is_local = isinstance(self.fs, LocalFileSystem)
 
+    def check_writable(self) -> None:
+        """Write and remove a probe object under the root; a ValueError names the root and what to check
+        (run before any work, so an unreachable endpoint, a missing bucket or rejected credentials cost
+        seconds, not a rollout)."""
+        probe = f"_mappa-probe-{os.getpid()}-{os.urandom(4).hex()}"
+        try:
+            self.write_bytes(b"probe", probe)
+            self.fs.rm_file(self.path(probe))
+        except Exception as exc:  # noqa: BLE001 (botocore's errors are no OSError): one line, no traceback
+            hint = (
+                "check the folder's permissions and free space"
+                if self.is_local
+                else "check the endpoint (AWS_ENDPOINT_URL), the bucket and the credentials (environment)"
+            )
+            reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise ValueError(f"storage root {self.url()} is not writable ({reason}); {hint}") from None
+
     def path(self, *parts: str) -> str:
         return "/".join([self.root.rstrip("/"), *[p.strip("/") for p in parts if p]])
 

@@ -45,3 +45,27 @@ def test_a_run_without_a_working_sandbox_stops_before_it_starts(monkeypatch, cap
     out = " ".join(capsys.readouterr().out.split())
     assert "apt-get install bubblewrap" in out and "sandbox.isolation: none" in out
     assert "ray" not in sys.modules or not sys.modules["ray"].is_initialized()
+
+
+def test_run_ids_that_could_leave_the_storage_root_are_refused(tmp_path, capsys):
+    for bad in ("../escape", ".hidden", "a/b", "x" * 129, ""):
+        code = main(
+            ["train", "configs/mathchat-cpu.yaml", "--run-id", bad, "--set", f"storage.root={tmp_path}"]
+        )
+        assert code == 2, bad
+        assert "is not allowed" in capsys.readouterr().out
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_storage_root_that_cannot_be_written_is_named_before_any_work(tmp_path, capsys):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    assert main(["train", "configs/mathchat-cpu.yaml", "--set", f"storage.root={blocker}/runs"]) == 2
+    out = " ".join(capsys.readouterr().out.split())
+    assert f"storage root {blocker}/runs is not writable" in out and "permissions" in out
+
+
+def test_resuming_evaluating_or_inspecting_a_missing_run_is_refused_before_prefect(tmp_path, capsys):
+    for command in ("resume", "evaluate", "inspect"):
+        assert main([command, "no-such-run", "--root", str(tmp_path)]) == 2, command
+        assert "no run no-such-run" in capsys.readouterr().out
