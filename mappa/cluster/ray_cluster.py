@@ -34,7 +34,8 @@ NAMESPACE = "mappa"  # detached workers are found again by name only within one 
 
 
 def ensure_ray(config: RunConfig) -> None:
-    """Connect to the configured cluster or start a local one (idempotent)."""
+    """Connect to the configured cluster (`cluster.address`, RAY_ADDRESS), or start a local one of this
+    process's own (idempotent); a second `mappa train` on the machine never joins the first one's Ray."""
     if ray.is_initialized():
         return
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
@@ -43,6 +44,7 @@ def ensure_ray(config: RunConfig) -> None:
         ray.init(address=address, namespace=NAMESPACE, ignore_reinit_error=True, log_to_driver=False)
         return
     ray.init(
+        address="local",  # its own: Ray's default joins the latest cluster `ray start` left on the machine
         num_cpus=config.cluster.num_cpus or os.cpu_count(),
         include_dashboard=False,
         namespace=NAMESPACE,

@@ -52,21 +52,22 @@ def train(
     stages = [configure_stage(name, config, run.run_id) for name in TRAINING]
     publish = configure_stage("report", config, run.run_id)
     evaluate = configure_stage("evaluate", config, run.run_id)
-    try:
-        for iteration in range(config.iterations):
-            for stage in stages:
-                state = stage(root, run.run_id, iteration, return_state=True)
-                manifest = state.result()  # a failed stage raises here, failing the flow run
-                if state.name == "Cached":  # Prefect's cache answered: the stage is complete
-                    manifest = {**manifest, "skipped": True}
-                logger.info(describe_stage(stage.name, iteration, manifest))
-            publish(root, run.run_id, iteration)
-            every = config.rollout.eval_every
-            if every and (iteration + 1) % every == 0:
-                logger.info(describe_stage("evaluate", iteration, evaluate(root, run.run_id, iteration)))
-                publish_evaluation(run, iteration, evaluation_rows(run, iteration))
-    finally:
-        release_workers(run.run_id, [*config.agents, COACH])
+    with run.lock():  # a second flow on this run id is refused here, before it touches a worker
+        try:
+            for iteration in range(config.iterations):
+                for stage in stages:
+                    state = stage(root, run.run_id, iteration, return_state=True)
+                    manifest = state.result()  # a failed stage raises here, failing the flow run
+                    if state.name == "Cached":  # Prefect's cache answered: the stage is complete
+                        manifest = {**manifest, "skipped": True}
+                    logger.info(describe_stage(stage.name, iteration, manifest))
+                publish(root, run.run_id, iteration)
+                every = config.rollout.eval_every
+                if every and (iteration + 1) % every == 0:
+                    logger.info(describe_stage("evaluate", iteration, evaluate(root, run.run_id, iteration)))
+                    publish_evaluation(run, iteration, evaluation_rows(run, iteration))
+        finally:
+            release_workers(run.run_id, [*config.agents, COACH])
     return run_summary(run)
 
 

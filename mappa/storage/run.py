@@ -14,11 +14,14 @@ and write, and when a stage is complete: `mappa.stages` (its registry and `mappa
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
 import socket
 import time
+import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -31,6 +34,7 @@ from mappa.config import RunConfig, dump_config, validate_config
 from mappa.storage.store import ArtifactStore
 
 MANIFEST = "_manifest.json"  # a stage folder's manifest, written last (mappa.stages.stage)
+LOCK = "_lock.json"  # in the run's folder while a flow drives the run
 
 
 def code_version() -> str:
@@ -125,6 +129,48 @@ class Run:
 
     def read_manifest(self, iteration: int, stage: str) -> dict[str, Any]:
         return self.store.read_json(*self.parts(iteration, stage, MANIFEST))
+
+    @contextlib.contextmanager
+    def lock(self) -> Iterator[None]:
+        """Hold the run for this process: a second flow on the same run id is refused while this one lives.
+
+        The lock is a file in the run's folder (host, pid, token); a lock left by a process that died on
+        this host (killed, crashed) is taken over. One from another host cannot be checked from here: the
+        error says which file to delete once that run is gone. On an object store two flows starting in
+        the same instant can both take it (no atomic create); that window is milliseconds.
+        """
+        held = self._lock_holder()
+        if held is not None:
+            raise ValueError(
+                f"run {self.run_id} is being driven by another process (pid {held.get('pid')} on "
+                f"{held.get('host')}, since {held.get('since')}); wait for it or stop it, then resume "
+                f"(if it is gone, delete {self.store.url(self.run_id, LOCK)})"
+            )
+        token = uuid.uuid4().hex
+        since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        mine = {"host": socket.gethostname(), "pid": os.getpid(), "token": token, "since": since}
+        self.store.write_json(mine, self.run_id, LOCK)
+        try:
+            yield
+        finally:
+            with contextlib.suppress(FileNotFoundError, ValueError):
+                if self.store.read_json(self.run_id, LOCK).get("token") == token:
+                    self.store.remove(self.run_id, LOCK)
+
+    def _lock_holder(self) -> dict[str, Any] | None:
+        """The live process holding the run's lock, or None (no lock, or its process is gone)."""
+        if not self.store.exists(self.run_id, LOCK):
+            return None
+        held = self.store.read_json(self.run_id, LOCK)
+        if held.get("host") != socket.gethostname():
+            return held
+        try:
+            os.kill(int(held.get("pid", -1)), 0)
+        except ProcessLookupError:
+            return None  # died without releasing it
+        except PermissionError:
+            return held  # alive, another user's
+        return held
 
     def record_event(self, iteration: int, stage: str, kind: str, **info: Any) -> None:
         """One small file per event: appends are not atomic on object stores, new objects are."""

@@ -9,7 +9,7 @@ and read by others (`mappa inspect`, a resumed run), and each must see the other
 Credentials for a remote root come from the environment (for s3: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,
 AWS_ENDPOINT_URL), never from the config.
 
-Not covered: locking between two writers of the same run (one run id is driven by one flow at a time).
+Not covered: locking between two writers of the same run (`Run.lock` keeps one flow per run id).
 """
 
 from __future__ import annotations
@@ -73,6 +73,12 @@ class ArtifactStore:
         else:
             self.fs.pipe_file(path, data)
         return path
+
+    def remove(self, *parts: str) -> None:
+        """Delete one file; a missing one is fine."""
+        path = self.path(*parts)
+        if self.fs.exists(path):
+            self.fs.rm_file(path)
 
     def read_bytes(self, *parts: str) -> bytes:
         path = self.path(*parts)

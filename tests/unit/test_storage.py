@@ -123,3 +123,30 @@ def test_s3_store_sees_what_another_process_wrote_after_it_listed(moto_s3):
     other_process.pipe_file(f"{moto_s3.bucket}/runs/run/events/2.json", b"{}")
     assert store.list("run", "events") == ["1.json", "2.json"]
     assert store.exists("run", "events", "2.json")
+
+
+def test_a_run_is_driven_by_one_process_at_a_time_and_a_dead_holders_lock_is_taken_over(synthetic_run):
+    import socket
+    import subprocess
+    import sys
+
+    import pytest
+
+    from mappa.storage.run import LOCK
+
+    with synthetic_run.lock():
+        assert synthetic_run.store.exists(synthetic_run.run_id, LOCK)
+        with pytest.raises(ValueError, match="being driven by another process .* delete"):
+            with synthetic_run.lock():
+                pass
+    assert not synthetic_run.store.exists(synthetic_run.run_id, LOCK)
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True)
+    stale = {"host": socket.gethostname(), "pid": int(dead.stdout), "token": "t", "since": "then"}
+    synthetic_run.store.write_json(stale, synthetic_run.run_id, LOCK)
+    with synthetic_run.lock():  # the process that held it is gone (killed, crashed)
+        pass
+    elsewhere = {**stale, "host": "another-host", "pid": 1}
+    synthetic_run.store.write_json(elsewhere, synthetic_run.run_id, LOCK)
+    with pytest.raises(ValueError, match="another-host"):
+        with synthetic_run.lock():
+            pass
