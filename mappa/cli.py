@@ -37,7 +37,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     if args.iterations is not None:
         overrides.append(f"iterations={args.iterations}")
     config = load_config(args.config, overrides)  # fails fast, before Ray or Prefect start
-    from mappa.coach.build import check_coach_template
+    from mappa.coach.build import check_coach_endpoint, check_coach_template
     from mappa.envs.registry import load_env_problems
     from mappa.inference.prepare import resolve_model
     from mappa.sandbox import check_isolation
@@ -52,6 +52,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     ArtifactStore(config.storage.root).check_writable()
     if config.coach.type in ("local", "openai"):
         check_coach_template(config.coach)
+    if config.coach.type == "openai":
+        check_coach_endpoint(config.coach)
     for name, agent in config.agents.items():
         console.print(f"[dim]agent {name}: model {resolve_model(agent.model)}[/dim]")
     from mappa.flows.train import new_run_id, train
@@ -64,17 +66,22 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
+    from mappa.coach.build import check_coach_endpoint
+    from mappa.config import apply_overrides, validate_config
     from mappa.sandbox import check_isolation
     from mappa.storage.run import Run
-
-    run = Run.open(args.root, args.run_id)  # a run that does not exist is refused before Prefect starts
-    check_isolation(run.config.sandbox.isolation)
-    run.store.check_writable()
-    from mappa.flows.train import train
 
     overrides = list(args.set or [])
     if args.iterations:
         overrides.append(f"iterations={args.iterations}")
+    run = Run.open(args.root, args.run_id)  # a run that does not exist is refused before Prefect starts
+    config = validate_config(apply_overrides(run.config.model_dump(mode="json"), overrides))
+    check_isolation(config.sandbox.isolation)
+    run.store.check_writable()
+    if config.coach.type == "openai":
+        check_coach_endpoint(config.coach)
+    from mappa.flows.train import train
+
     print_summary(train(overrides=overrides, run_id=args.run_id, resume_root=args.root))
     return 0
 

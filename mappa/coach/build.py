@@ -18,7 +18,7 @@ from mappa.coach.cache import AnswerCache
 from mappa.coach.criteria import CriteriaCoach, GroupedLogprobFn
 from mappa.coach.expected import ExpectedScoreCoach, LogprobFn
 from mappa.coach.local import ChatFn, LocalCoach
-from mappa.coach.openai import OpenAICoach
+from mappa.coach.openai import OpenAICoach, check_endpoint
 from mappa.coach.outcome import OutcomeCoach
 from mappa.coach.prompt import load_template
 from mappa.coach.rubric import RubricCoach
@@ -95,6 +95,12 @@ def _build(
     if config.type == "openai":
         return OpenAICoach(config, _api_key(config))
     raise ValueError(f"unknown coach.type {config.type!r}; choose local, openai, rubric or outcome")
+
+
+def check_coach_endpoint(config: CoachConfig) -> None:
+    """For `coach.type: openai`: the key is there and the endpoint answers, takes it and serves the model
+    (one GET, seconds), so a run does not roll out for minutes and then fail at the score stage."""
+    check_endpoint(config, _api_key(config))
 
 
 def _api_key(config: CoachConfig) -> str | None:

@@ -118,3 +118,35 @@ def _content(response: httpx.Response, url: str) -> str:
             f"coach endpoint {url} did not answer in OpenAI chat format ({type(exc).__name__}): "
             f"{response.text[:300]!r}; point coach.base_url at an OpenAI-compatible /v1 endpoint"
         ) from None
+
+
+def check_endpoint(config: CoachConfig, api_key: str | None, timeout_s: float = 10.0) -> None:
+    """Ask the endpoint once, before any work, whether it answers, takes the key and serves the model
+    (`GET {base_url}/models`, which OpenAI, vLLM and SGLang serve); a ValueError names what to fix."""
+    if not config.base_url:
+        raise ValueError("coach.type=openai needs coach.base_url (e.g. http://127.0.0.1:8000/v1)")
+    url = config.base_url.rstrip("/") + "/models"
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    try:
+        response = httpx.get(url, headers=headers, timeout=timeout_s)
+    except httpx.TransportError as exc:
+        raise ValueError(
+            f"coach endpoint {config.base_url} does not answer ({type(exc).__name__}: {exc}); start the "
+            f"server or correct coach.base_url, or use coach.type=rubric offline"
+        ) from None
+    if response.status_code in (401, 403):
+        raise ValueError(
+            f"coach endpoint {config.base_url} refused the API key (HTTP {response.status_code}); put a "
+            f"valid key in ${config.api_key_env}"
+        )
+    if response.status_code != 200:
+        return  # no model list here (some compatible servers lack one): the score stage will tell
+    try:
+        served = [entry.get("id") for entry in response.json().get("data", [])]
+    except (ValueError, AttributeError):
+        return
+    if served and config.model not in served:
+        raise ValueError(
+            f"coach endpoint {config.base_url} does not serve coach.model {config.model!r}; it serves: "
+            f"{', '.join(map(str, served[:10]))}"
+        )

@@ -35,6 +35,8 @@ class CoachServerState:
     received: Counter = field(default_factory=Counter)
     answered: Counter = field(default_factory=Counter)
     authorizations: set[str | None] = field(default_factory=set)
+    models: tuple[str, ...] = ()  # what GET /v1/models lists (empty: the list is empty)
+    required_key: str | None = None  # if set, a request without `Bearer <key>` gets HTTP 401
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
@@ -70,6 +72,13 @@ def _handler(state: CoachServerState) -> type[BaseHTTPRequestHandler]:
             self._send(200, {"choices": [{"index": 0, "message": message, "finish_reason": "stop"}]})
             with state.lock:
                 state.answered[key] += 1
+
+        def do_GET(self) -> None:  # GET /v1/models, as `mappa train` asks before any work
+            if state.required_key and self.headers.get("Authorization") != f"Bearer {state.required_key}":
+                return self._send(401, {"error": {"message": "invalid api key"}})
+            if self.path.rstrip("/").endswith("/models"):
+                return self._send(200, {"object": "list", "data": [{"id": m} for m in state.models]})
+            return self._send(404, {"error": {"message": "not found"}})
 
         def _send(self, status: int, payload: dict) -> None:
             data = json.dumps(payload).encode()
