@@ -41,7 +41,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     from mappa.envs.registry import load_env_problems
     from mappa.inference.prepare import resolve_model
     from mappa.sandbox import check_isolation
-    from mappa.storage.run import validate_run_id
+    from mappa.storage.run import Run, validate_run_id
     from mappa.storage.store import ArtifactStore
 
     load_env_problems(config.env.type, config.env.train_data)
@@ -59,10 +59,26 @@ def cmd_train(args: argparse.Namespace) -> int:
     from mappa.flows.train import new_run_id, train
 
     run_id = args.run_id or new_run_id(config.name)
+    existing = ArtifactStore(config.storage.root)
+    if existing.exists(run_id, "config.yaml"):
+        Run.open(config.storage.root, run_id).check_unlocked()  # before Prefect: one line, no traceback
     console.print(f"[bold]mappa train[/bold] run [cyan]{run_id}[/cyan], {config.iterations} iteration(s)")
-    summary = train(config_path=args.config, overrides=overrides, run_id=run_id)
+    try:
+        summary = train(config_path=args.config, overrides=overrides, run_id=run_id)
+    except KeyboardInterrupt:
+        return interrupted(run_id, config.storage.root)
     print_summary(summary)
     return 0
+
+
+def interrupted(run_id: str, root: str) -> int:
+    """What an interrupted `train` or `resume` prints instead of a traceback through Ray's internals."""
+    console.print(
+        f"[bold yellow]interrupted:[/bold yellow] run {run_id} stopped; its finished stages are kept. "
+        f"Continue it with: mappa resume {run_id} --root {root}",
+        markup=True,
+    )
+    return 130
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
@@ -80,9 +96,14 @@ def cmd_resume(args: argparse.Namespace) -> int:
     run.store.check_writable()
     if config.coach.type == "openai":
         check_coach_endpoint(config.coach)
+    run.check_unlocked()
     from mappa.flows.train import train
 
-    print_summary(train(overrides=overrides, run_id=args.run_id, resume_root=args.root))
+    try:
+        summary = train(overrides=overrides, run_id=args.run_id, resume_root=args.root)
+    except KeyboardInterrupt:
+        return interrupted(args.run_id, args.root)
+    print_summary(summary)
     return 0
 
 

@@ -139,13 +139,7 @@ class Run:
         error says which file to delete once that run is gone. On an object store two flows starting in
         the same instant can both take it (no atomic create); that window is milliseconds.
         """
-        held = self._lock_holder()
-        if held is not None:
-            raise ValueError(
-                f"run {self.run_id} is being driven by another process (pid {held.get('pid')} on "
-                f"{held.get('host')}, since {held.get('since')}); wait for it or stop it, then resume "
-                f"(if it is gone, delete {self.store.url(self.run_id, LOCK)})"
-            )
+        self.check_unlocked()
         token = uuid.uuid4().hex
         since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         mine = {"host": socket.gethostname(), "pid": os.getpid(), "token": token, "since": since}
@@ -156,6 +150,16 @@ class Run:
             with contextlib.suppress(FileNotFoundError, ValueError):
                 if self.store.read_json(self.run_id, LOCK).get("token") == token:
                     self.store.remove(self.run_id, LOCK)
+
+    def check_unlocked(self) -> None:
+        """Raise a ValueError naming the holder when another live process drives this run."""
+        held = self._lock_holder()
+        if held is not None:
+            raise ValueError(
+                f"run {self.run_id} is being driven by another process (pid {held.get('pid')} on "
+                f"{held.get('host')}, since {held.get('since')}); wait for it or stop it, then resume "
+                f"(if it is gone, delete {self.store.url(self.run_id, LOCK)})"
+            )
 
     def _lock_holder(self) -> dict[str, Any] | None:
         """The live process holding the run's lock, or None (no lock, or its process is gone)."""
