@@ -129,6 +129,15 @@ class Experience:
     advantages: tuple[float, ...]
     score: float
 
+    def train_fields(self) -> dict[str, list]:
+        """What the trainer needs of it (`TrainSample`'s fields), as plain lists for a Ray call."""
+        return {
+            "prompt_token_ids": list(self.prompt_token_ids),
+            "response_token_ids": list(self.response_token_ids),
+            "old_logprobs": list(self.old_logprobs),
+            "advantages": list(self.advantages),
+        }
+
 
 def to_record(obj: Any) -> dict[str, Any]:
     """A dataclass as a flat-ish dict for parquet (nested dataclasses become dicts, tuples lists)."""

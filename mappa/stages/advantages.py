@@ -24,8 +24,9 @@ import torch
 from mappa.cluster.ray_cluster import agent_workers
 from mappa.config import rollout_logprobs_are_trainers
 from mappa.core.advantages import compute_reinforce_pp_advantages, pad_sequences
+from mappa.core.types import Experience
 from mappa.stages.stage import Stage, output_parts, register, write_manifest
-from mappa.storage.frames import action_ids
+from mappa.storage.frames import action_ids, experiences_to_frame
 from mappa.storage.run import Run
 
 
@@ -110,24 +111,26 @@ def compute_experiences(frame: pd.DataFrame, old: list, ref: list, run: Run) -> 
     )
     lengths = mask.sum(dim=1).long().tolist()
 
-    def rows(t: torch.Tensor) -> list[list[float]]:
-        return [t[i, :n].tolist() for i, n in enumerate(lengths)]
+    def row(t: torch.Tensor, i: int) -> tuple[float, ...]:
+        return tuple(t[i, : lengths[i]].tolist())
 
-    return pd.DataFrame(
-        {
-            "action_id": frame["action_id"],
-            "agent": frame["agent"],
-            "prompt_token_ids": frame["prompt_token_ids"],
-            "response_token_ids": frame["response_token_ids"],
-            "old_logprobs": old,
-            "ref_logprobs": ref,
-            "kl": rows(out["kl"]),
-            "rewards": rows(out["rewards"]),
-            "returns": rows(out["returns"]),
-            "advantages": rows(out["advantages"]),
-            "score": frame["score"].astype(float),
-        }
-    )
+    experiences = [
+        Experience(
+            action_id=str(record["action_id"]),
+            agent=str(record["agent"]),
+            prompt_token_ids=tuple(int(x) for x in record["prompt_token_ids"]),
+            response_token_ids=tuple(int(x) for x in record["response_token_ids"]),
+            old_logprobs=tuple(float(x) for x in old[i]),
+            ref_logprobs=tuple(float(x) for x in ref[i]),
+            kl=row(out["kl"], i),
+            rewards=row(out["rewards"], i),
+            returns=row(out["returns"], i),
+            advantages=row(out["advantages"], i),
+            score=float(record["score"]),
+        )
+        for i, record in enumerate(frame.to_dict("records"))
+    ]
+    return experiences_to_frame(experiences)
 
 
 def compute_iteration_advantages(run: Run, iteration: int) -> dict[str, Any]:

@@ -16,21 +16,15 @@ from typing import Any
 import ray
 
 from mappa.cluster.ray_cluster import agent_workers
+from mappa.core.types import Experience
 from mappa.stages.stage import Stage, output_parts, register, write_manifest
+from mappa.storage.frames import frame_to_experiences
 from mappa.storage.run import Run
 
 
-def train_sample(row: dict[str, Any]) -> dict[str, list]:
-    """An experiences.parquet row as the plain lists `TrainSample` takes (parquet gives numpy arrays)."""
-    return {
-        "prompt_token_ids": [int(t) for t in row["prompt_token_ids"]],
-        "response_token_ids": [int(t) for t in row["response_token_ids"]],
-        "old_logprobs": [float(x) for x in row["old_logprobs"]],
-        "advantages": [float(x) for x in row["advantages"]],
-    }
-
-
-def update_agent(run: Run, iteration: int, agent: str, worker: Any, experiences) -> dict[str, Any]:
+def update_agent(
+    run: Run, iteration: int, agent: str, worker: Any, experiences: list[Experience]
+) -> dict[str, Any]:
     """Train one agent on its experiences and checkpoint it; reuses a finished agent's result."""
     done = run.parts(iteration, "update", f"agents/{agent}.json")
     if run.store.exists(*done):
@@ -41,9 +35,9 @@ def update_agent(run: Run, iteration: int, agent: str, worker: Any, experiences)
             )
         )
         return metrics
-    rows = experiences[experiences["agent"] == agent]
-    samples = [train_sample(row) for row in rows.to_dict("records")]
-    if not any(a != 0.0 for s in samples for a in s["advantages"]):
+    rows = [e for e in experiences if e.agent == agent]
+    samples = [e.train_fields() for e in rows]
+    if not any(a != 0.0 for e in rows for a in e.advantages):
         metrics = no_gradient_metrics(len(samples))  # nothing to learn: no forward, backward or step
     else:
         try:
@@ -53,10 +47,10 @@ def update_agent(run: Run, iteration: int, agent: str, worker: Any, experiences)
     position = {"problems_drawn": (iteration + 1) * run.config.rollout.problems_per_iteration}
     parts = list(run.checkpoint_parts(agent, iteration))
     ray.get(worker.save_checkpoint.remote(run.config.storage.root, parts, iteration, position))
-    kl_tokens = [x for r in rows["kl"] for x in r]
+    kl_tokens = [x for e in rows for x in e.kl]
     metrics.update(
         kl=float(sum(kl_tokens) / max(len(kl_tokens), 1)),
-        mean_score=float(rows["score"].mean()) if len(rows) else 0.0,
+        mean_score=float(sum(e.score for e in rows) / len(rows)) if rows else 0.0,
         actions=len(rows),
         checkpoint=run.store.url(*run.checkpoint_parts(agent, iteration)),
     )
@@ -80,11 +74,9 @@ def no_gradient_metrics(actions: int) -> dict[str, Any]:
     }
 
 
-def out_of_memory_hint(run: Run, agent: str, rows) -> str:
+def out_of_memory_hint(run: Run, agent: str, rows: list[Experience]) -> str:
     """What to do when an agent's update ran the machine out of memory (Ray killed its worker)."""
-    longest = max(
-        (len(p) + len(r) for p, r in zip(rows["prompt_token_ids"], rows["response_token_ids"])), default=0
-    )
+    longest = max((len(e.prompt_token_ids) + len(e.response_token_ids) for e in rows), default=0)
     micro = run.config.trainer.micro_batch_size
     return (
         f"the update of agent `{agent}` ran the machine out of memory (micro-batches of {micro} sequences, "
@@ -97,7 +89,7 @@ def out_of_memory_hint(run: Run, agent: str, rows) -> str:
 def update_agents(run: Run, iteration: int) -> dict[str, Any]:
     """Train every trainable agent on iteration `iteration`'s experiences; metrics.json and the manifest."""
     started = time.perf_counter()
-    experiences = run.store.read_parquet(*output_parts(run, iteration, "advantages"))
+    experiences = frame_to_experiences(run.store.read_parquet(*output_parts(run, iteration, "advantages")))
     workers = agent_workers(run, iteration)
     metrics = {}
     for agent, config in run.config.agents.items():

@@ -13,7 +13,15 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from mappa.core.types import ActionScore, Problem, Trajectory, action_from_record, action_id, to_record
+from mappa.core.types import (
+    ActionScore,
+    Experience,
+    Problem,
+    Trajectory,
+    action_from_record,
+    action_id,
+    to_record,
+)
 
 
 def trajectories_to_frame(trajectories: Sequence[Trajectory], iteration: int) -> pd.DataFrame:
@@ -62,6 +70,37 @@ def action_ids(actions: pd.DataFrame) -> pd.Series:
         index=actions.index,
         dtype=object,
     )
+
+
+EXPERIENCE_FIELDS = tuple(field.name for field in dataclasses.fields(Experience))
+_INT_LISTS = ("prompt_token_ids", "response_token_ids")
+_FLOAT_LISTS = ("old_logprobs", "ref_logprobs", "kl", "rewards", "returns", "advantages")
+
+
+def experiences_to_frame(experiences: Sequence[Experience]) -> pd.DataFrame:
+    """experiences.parquet: one row per `Experience`, its fields as columns (token lists as lists)."""
+    rows = [{name: getattr(e, name) for name in EXPERIENCE_FIELDS} for e in experiences]
+    frame = pd.DataFrame(rows, columns=list(EXPERIENCE_FIELDS))
+    for name in (*_INT_LISTS, *_FLOAT_LISTS):
+        frame[name] = frame[name].map(list)
+    return frame
+
+
+def frame_to_experiences(frame: pd.DataFrame) -> list[Experience]:
+    """The rows of experiences.parquet as `Experience`s (parquet gives numpy arrays: plain tuples here)."""
+    missing = [name for name in EXPERIENCE_FIELDS if name not in frame.columns]
+    if missing:
+        raise ValueError(f"experiences frame lacks columns {missing}; re-run the advantages stage")
+    out = []
+    for row in frame.to_dict("records"):
+        fields = {name: tuple(int(x) for x in row[name]) for name in _INT_LISTS}
+        fields |= {name: tuple(float(x) for x in row[name]) for name in _FLOAT_LISTS}
+        out.append(
+            Experience(
+                action_id=str(row["action_id"]), agent=str(row["agent"]), score=float(row["score"]), **fields
+            )
+        )
+    return out
 
 
 def scores_to_frame(scores: Sequence[ActionScore]) -> pd.DataFrame:

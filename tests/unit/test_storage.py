@@ -1,6 +1,7 @@
 """The artifact store (atomic local writes, parquet/json round trips) and the run's stage manifests."""
 
 import pandas as pd
+import pytest
 
 from mappa.config import load_config
 from mappa.core.types import ActionScore
@@ -130,8 +131,6 @@ def test_a_run_is_driven_by_one_process_at_a_time_and_a_dead_holders_lock_is_tak
     import subprocess
     import sys
 
-    import pytest
-
     from mappa.storage.run import LOCK
 
     with synthetic_run.lock():
@@ -150,3 +149,22 @@ def test_a_run_is_driven_by_one_process_at_a_time_and_a_dead_holders_lock_is_tak
     with pytest.raises(ValueError, match="another-host"):
         with synthetic_run.lock():
             pass
+
+
+def test_experiences_round_trip_through_parquet_as_typed_rows(tmp_path):
+    from mappa.core.types import Experience
+    from mappa.storage.frames import experiences_to_frame, frame_to_experiences
+    from mappa.storage.store import ArtifactStore
+
+    rows = [
+        Experience("t0/1", "executor", (1, 2), (3, 4), (-0.5, -0.25), (-0.5, -0.2), (0.0, -0.05),
+                   (0.0, 0.9), (0.9, 0.9), (1.0, 1.0), 9.0),
+        Experience("t1/0", "solver", (5,), (6,), (-1.0,), (-1.0,), (0.0,), (0.2,), (0.2,), (-1.0,), 2.0),
+    ]  # fmt: skip
+    store = ArtifactStore(str(tmp_path))
+    store.write_parquet(experiences_to_frame(rows), "experiences.parquet")
+    frame = store.read_parquet("experiences.parquet")
+    assert list(frame.columns)[:2] == ["action_id", "agent"] and len(frame) == 2
+    assert frame_to_experiences(frame) == rows
+    with pytest.raises(ValueError, match=r"lacks columns \['kl'\]"):
+        frame_to_experiences(frame.drop(columns=["kl"]))
