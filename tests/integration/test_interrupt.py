@@ -1,0 +1,43 @@
+"""Ctrl-C during a rollout: `mappa train` stops within seconds, prints one line (what was kept, the command
+that resumes) instead of a traceback, and leaves no process behind."""
+
+import os
+import signal
+import time
+
+import pytest
+from mappa_process import MARKER, MappaProcess, _environ, _pids, child_env
+from tiny_run import write_tiny_config
+
+pytestmark = pytest.mark.slow
+
+
+def test_ctrl_c_during_the_rollout_stops_the_run_with_one_line_and_no_leftovers(
+    tmp_path, tiny_model, prefect_api_url
+):
+    root = tmp_path / "runs"
+    rollout = {"problems_per_iteration": 8, "max_new_tokens": 64}
+    config = write_tiny_config(tmp_path / "config.yaml", tiny_model, root, iterations=2, rollout=rollout)
+    child = MappaProcess(
+        ["train", str(config), "--run-id", "ctrl-c"], child_env(prefect_api_url), tmp_path / "log"
+    )
+    events = root / "ctrl-c" / "events"
+    deadline = time.monotonic() + 180
+    while not (events.exists() and any("rollout-started" in name for name in os.listdir(events))):
+        assert child.process.poll() is None, child.output()
+        assert time.monotonic() < deadline, "the rollout never started:\n" + child.output()
+        time.sleep(0.2)
+    os.killpg(child.process.pid, signal.SIGINT)  # what a terminal's Ctrl-C sends: the foreground group
+    stopped = time.monotonic()
+    code = child.process.wait(timeout=60)
+    seconds = time.monotonic() - stopped
+    time.sleep(3)  # Ray's daemons stop when their driver exits
+    needle = f"{MARKER}={child.marker}".encode()
+    leftovers = [pid for pid in _pids() if needle in _environ(pid)]
+    child.wait(timeout=10)  # closes the log, stops any leftover
+    out = child.output()
+    assert code == 130, out
+    assert seconds < 30, f"took {seconds:.0f} s to stop"
+    assert "interrupted: run ctrl-c stopped" in " ".join(out.split()) and "mappa resume ctrl-c" in out, out
+    assert "Traceback" not in out, out
+    assert not leftovers, f"processes left behind: {leftovers}"
