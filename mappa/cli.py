@@ -60,8 +60,14 @@ def cmd_train(args: argparse.Namespace) -> int:
 
     run_id = args.run_id or new_run_id(config.name)
     existing = ArtifactStore(config.storage.root)
-    if existing.exists(run_id, "config.yaml"):
-        Run.open(config.storage.root, run_id).check_unlocked()  # before Prefect: one line, no traceback
+    if existing.exists(run_id, "config.yaml"):  # checked before Prefect: one line, no traceback
+        stored = Run.open(config.storage.root, run_id)
+        if stored.config.config_hash() != config.config_hash():
+            raise ValueError(
+                f"run {run_id} under {config.storage.root} was started with a different config; resume it "
+                f"with `mappa resume {run_id}` or pick a new --run-id"
+            )
+        stored.check_unlocked()
     console.print(f"[bold]mappa train[/bold] run [cyan]{run_id}[/cyan], {config.iterations} iteration(s)")
     try:
         summary = train(config_path=args.config, overrides=overrides, run_id=run_id)

@@ -69,3 +69,14 @@ def test_resuming_evaluating_or_inspecting_a_missing_run_is_refused_before_prefe
     for command in ("resume", "evaluate", "inspect"):
         assert main([command, "no-such-run", "--root", str(tmp_path)]) == 2, command
         assert "no run no-such-run" in capsys.readouterr().out
+
+
+def test_a_run_id_taken_by_another_config_is_refused_before_prefect(tmp_path, capsys):
+    from mappa.config import load_config
+    from mappa.storage.run import Run
+
+    Run.create(load_config("configs/mathchat-cpu.yaml", [f"storage.root={tmp_path}"]), "taken")
+    args = ["--run-id", "taken", "--set", f"storage.root={tmp_path}", "--set", "seed=7"]
+    assert main(["train", "configs/mathchat-cpu.yaml", *args]) == 2
+    out = " ".join(capsys.readouterr().out.split())
+    assert "was started with a different config" in out and "mappa resume taken" in out
