@@ -29,7 +29,10 @@ def evaluate(run_id: str, root: str = "runs", iteration: int | None = None) -> d
         iteration = last_trained_iteration(run)
     task = configure_stage("evaluate", run.config, run_id)
     try:
-        manifest = task(root, run_id, iteration)
+        state = task(root, run_id, iteration, return_state=True)
+        manifest = state.result()
+        if state.name == "Cached":  # Prefect's cache answered: the evaluation is complete
+            manifest = {**manifest, "skipped": True}
     finally:
         release_workers(run_id, list(run.config.agents))
     get_run_logger().info(describe_stage("evaluate", iteration, manifest))
