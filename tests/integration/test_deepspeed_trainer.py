@@ -101,13 +101,15 @@ def deepspeed_run(root: Path, tiny_model: Path, iterations: int, ranks: int):
     from mappa.flows.train import train
     from mappa.storage.run import Run
 
-    trainer = {"type": "deepspeed", "lr": 1e-3}
+    # fp32 on both sides: under bf16 autocast (CPUs with native bf16) one and two ranks round differently
+    trainer = {"type": "deepspeed", "lr": 1e-3, "bf16_autocast": False}
     path = write_tiny_config(
         root / "config.yaml",
         tiny_model,
         root,
         iterations=iterations,
         trainer=trainer,
+        engine={"bf16_autocast": False},
         cluster={"trainer_ranks": ranks},
     )
     summary = train(config_path=str(path), run_id=f"ds-{ranks}")

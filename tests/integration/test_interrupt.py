@@ -5,6 +5,7 @@ Ctrl-C is needed then."""
 
 import os
 import signal
+import subprocess
 import time
 
 import pytest
@@ -38,7 +39,11 @@ def test_ctrl_c_during_the_rollout_stops_the_run_with_one_line_and_no_leftovers(
     time.sleep(5)  # the agents' workers load their models
     os.killpg(child.process.pid, signal.SIGINT)  # what a terminal's Ctrl-C sends: the foreground group
     stopped = time.monotonic()
-    code = child.process.wait(timeout=60)
+    try:
+        code = child.process.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        child.kill()  # nothing of a stuck run may outlive the test
+        raise AssertionError("mappa train did not stop within 60 s of Ctrl-C:\n" + child.output()) from None
     seconds = time.monotonic() - stopped
     time.sleep(3)  # Ray's daemons stop when their driver exits
     needle = f"{MARKER}={child.marker}".encode()
