@@ -11,14 +11,18 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.table import Table
 
 from mappa.config import ConfigError, load_config
+from mappa.core.errors import error_line
 from mappa.core.types import tool_result_from_record
 from mappa.sandbox import SandboxUnavailableError
+
+if TYPE_CHECKING:
+    from mappa.run_log import RunLog
 
 console = Console(soft_wrap=True)
 
@@ -56,35 +60,68 @@ def cmd_train(args: argparse.Namespace) -> int:
         check_coach_endpoint(config.coach)
     for name, agent in config.agents.items():
         console.print(f"[dim]agent {name}: model {resolve_model(agent.model)}[/dim]")
+    from mappa.flows.temporary_server import start_temporary_server
     from mappa.flows.train import new_run_id, train
+    from mappa.run_log import run_log
 
     run_id = args.run_id or new_run_id(config.name)
-    existing = ArtifactStore(config.storage.root)
-    if existing.exists(run_id, "config.yaml"):  # checked before Prefect: one line, no traceback
-        stored = Run.open(config.storage.root, run_id)
-        if stored.config.config_hash() != config.config_hash():
-            raise ValueError(
-                f"run {run_id} under {config.storage.root} was started with a different config; resume it "
-                f"with `mappa resume {run_id}` or pick a new --run-id"
-            )
+    stored = Run.existing(config, run_id)  # checked before Prefect: one line, no traceback
+    if stored is not None:
         stored.check_unlocked()
     console.print(f"[bold]mappa train[/bold] run [cyan]{run_id}[/cyan], {config.iterations} iteration(s)")
-    try:
-        summary = train(config_path=args.config, overrides=overrides, run_id=run_id)
-    except KeyboardInterrupt:
-        return interrupted(run_id, config.storage.root)
+    with run_log(config.storage.root, run_id, "train", debug=args.debug) as log:
+        try:
+            start_temporary_server()  # apart from the terminal: Ctrl-C stops the run, not it
+            summary = train(config_path=args.config, overrides=overrides, run_id=run_id)
+        except KeyboardInterrupt:
+            return interrupted(args, run_id, config.storage.root)
+        except Exception as exc:  # noqa: BLE001 - one line here, the traceback in the run's log
+            return failed(exc, args, log, run_id, config.storage.root)
     print_summary(summary)
     return 0
 
 
-def interrupted(run_id: str, root: str) -> int:
-    """What an interrupted `train` or `resume` prints instead of a traceback through Ray's internals."""
+def continue_command(args: argparse.Namespace, run_id: str, root: str) -> str:
+    """The command that continues what `args` started: `mappa resume` (or the same `mappa evaluate`)."""
+    if args.command == "evaluate":
+        again = "" if args.iteration is None else f" --iteration {args.iteration}"
+        return f"mappa evaluate {run_id} --root {root}{again}"
+    return f"mappa resume {run_id} --root {root}"
+
+
+def interrupted(args: argparse.Namespace, run_id: str, root: str) -> int:
+    """What an interrupted command prints instead of a traceback through Ray's internals."""
     console.print(
         f"[bold yellow]interrupted:[/bold yellow] run {run_id} stopped; its finished stages are kept. "
-        f"Continue it with: mappa resume {run_id} --root {root}",
+        f"Continue with: {continue_command(args, run_id, root)}",
         markup=True,
     )
     return 130
+
+
+def failed(exc: Exception, args: argparse.Namespace, log: RunLog, run_id: str, root: str) -> int:
+    """What a run that fails prints: one line with the error, the stage it stopped in, the log that holds
+    the traceback and the command that continues the run (with --debug the error is raised instead)."""
+    if args.debug:
+        raise exc
+    from mappa.storage.run import Run
+
+    where = ""
+    try:  # the stage this command saw fail (events are written by the stage that failed)
+        events = Run.open(root, run_id).events()
+        failures = [e for e in events if e["kind"] == "failed" and e["time"] >= log.started]
+    except Exception:  # noqa: BLE001 - the run's own error is the one to print
+        failures = []
+    if failures:
+        where = f" in {failures[-1]['stage']} (iteration {failures[-1]['iteration']})"
+    message = error_line(exc).rstrip(".")
+    console.print(
+        f"[bold red]error:[/bold red] run {run_id} stopped{where}: {message}. The traceback is in {log.url}; "
+        f"finished stages are kept. Continue with: {continue_command(args, run_id, root)}",
+        markup=True,
+        highlight=False,
+    )
+    return 1
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
@@ -103,12 +140,18 @@ def cmd_resume(args: argparse.Namespace) -> int:
     if config.coach.type == "openai":
         check_coach_endpoint(config.coach)
     run.check_unlocked()
+    from mappa.flows.temporary_server import start_temporary_server
     from mappa.flows.train import train
+    from mappa.run_log import run_log
 
-    try:
-        summary = train(overrides=overrides, run_id=args.run_id, resume_root=args.root)
-    except KeyboardInterrupt:
-        return interrupted(args.run_id, args.root)
+    with run_log(args.root, args.run_id, "resume", debug=args.debug) as log:
+        try:
+            start_temporary_server()  # apart from the terminal: Ctrl-C stops the run, not it
+            summary = train(overrides=overrides, run_id=args.run_id, resume_root=args.root)
+        except KeyboardInterrupt:
+            return interrupted(args, args.run_id, args.root)
+        except Exception as exc:  # noqa: BLE001 - one line here, the traceback in the run's log
+            return failed(exc, args, log, args.run_id, args.root)
     print_summary(summary)
     return 0
 
@@ -191,8 +234,17 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     iteration = last_trained_iteration(run) if args.iteration is None else args.iteration
     check_evaluable(run, iteration)
     from mappa.flows.evaluate import evaluate
+    from mappa.flows.temporary_server import start_temporary_server
+    from mappa.run_log import run_log
 
-    manifest = evaluate(run_id=args.run_id, root=args.root, iteration=iteration)
+    with run_log(args.root, args.run_id, "evaluate", debug=args.debug) as log:
+        try:
+            start_temporary_server()  # apart from the terminal: Ctrl-C stops the run, not it
+            manifest = evaluate(run_id=args.run_id, root=args.root, iteration=iteration)
+        except KeyboardInterrupt:
+            return interrupted(args, args.run_id, args.root)
+        except Exception as exc:  # noqa: BLE001 - one line here, the traceback in the run's log
+            return failed(exc, args, log, args.run_id, args.root)
     print_evaluation(manifest, evaluation_rows(run, manifest["iteration"]))
     return 0
 
@@ -263,6 +315,9 @@ def print_summary(summary: dict[str, Any]) -> None:
     console.print(f"artifacts: {summary['url']}")
 
 
+DEBUG_HELP = "print tracebacks and raise errors (they are always in the run's log file, ROOT/RUN_ID/logs/)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mappa", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -273,6 +328,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     train.add_argument("--run-id", help="continue or name this run (default: <name>-<timestamp>)")
     train.add_argument("--iterations", type=int, help="same as --set iterations=N")
+    train.add_argument("--debug", action="store_true", help=DEBUG_HELP)
     train.set_defaults(func=cmd_train)
     resume = sub.add_parser("resume", help="continue a run where it stopped")
     resume.add_argument("run_id")
@@ -285,6 +341,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="change how the run executes, e.g. coach.base_url=... or retries.score=5 (settings that change "
         "results are refused: the run was started with them)",
     )
+    resume.add_argument("--debug", action="store_true", help=DEBUG_HELP)
     resume.set_defaults(func=cmd_resume)
     inspect = sub.add_parser("inspect", help="show a run's iterations, agent scores, a trajectory or curves")
     inspect.add_argument("run_id")
@@ -303,6 +360,7 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument(
         "--iteration", type=int, help="checkpoint to evaluate (default: the last finished; -1: base model)"
     )
+    evaluate.add_argument("--debug", action="store_true", help=DEBUG_HELP)
     evaluate.set_defaults(func=cmd_evaluate)
     serve = sub.add_parser(
         "serve", help="serve the train and evaluate deployments to the Prefect server (no work pool needed)"

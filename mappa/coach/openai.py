@@ -50,15 +50,25 @@ class OpenAICoach(LLMCoach):
         limits = httpx.Limits(max_connections=self.config.max_concurrency)
         headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
         async with httpx.AsyncClient(timeout=self.config.timeout_s, limits=limits, headers=headers) as client:
+            failures: list[BaseException] = []
 
-            async def one(index: int, messages: list[dict[str, str]]) -> str:
+            async def one(index: int, messages: list[dict[str, str]]) -> str | None:
                 async with semaphore:
-                    answer = await self._post_with_retries(client, messages)
+                    if failures:  # after a failure no new request starts; those in flight finish
+                        return None
+                    try:
+                        answer = await self._post_with_retries(client, messages)
+                    except Exception as exc:  # noqa: BLE001 - raised below, once the others finished
+                        failures.append(exc)
+                        return None
                     if on_answer is not None:
                         on_answer(index, answer)  # stored before the next request starts
                     return answer
 
-            return list(await asyncio.gather(*(one(i, chat) for i, chat in enumerate(chats))))
+            answers = await asyncio.gather(*(one(i, chat) for i, chat in enumerate(chats)))
+        if failures:  # raised once every answer that arrived is stored: a retry asks only for the rest
+            raise failures[0]
+        return [answer for answer in answers if answer is not None]
 
     async def _post_with_retries(self, client: httpx.AsyncClient, messages: list[dict[str, str]]) -> str:
         payload = {

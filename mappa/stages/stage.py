@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from mappa.core.errors import error_line
 from mappa.storage.run import MANIFEST, Run, code_version, source_hash
 
 
@@ -119,7 +120,11 @@ def execute(run: Run, iteration: int, name: str) -> dict[str, Any]:
         return {**run.read_manifest(iteration, name), "skipped": True}
     run.record_event(iteration, name, "started")
     started = time.perf_counter()
-    manifest = stage.compute(run, iteration)
+    try:
+        manifest = stage.compute(run, iteration)
+    except Exception as exc:
+        run.record_event(iteration, name, "failed", error=error_line(exc))
+        raise
     run.record_event(iteration, name, "finished", seconds=round(time.perf_counter() - started, 3))
     return manifest
 

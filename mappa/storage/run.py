@@ -92,16 +92,25 @@ class Run:
     @classmethod
     def create(cls, config: RunConfig, run_id: str) -> Run:
         """Open a run for writing; a run id that exists must have been made with the same config."""
-        validate_run_id(run_id)
+        cls.existing(config, run_id)
         run = cls(ArtifactStore(config.storage.root), run_id, config)
-        if run.store.exists(run_id, "config.yaml"):
-            stored = run.load_stored_config()
-            if stored.config_hash() != config.config_hash():
-                raise ValueError(
-                    f"run {run_id} under {config.storage.root} was started with a different config; "
-                    f"resume it with `mappa resume {run_id}` or pick a new --run-id"
-                )
         run.store.write_text(dump_config(config), run_id, "config.yaml")  # records a changed iteration count
+        return run
+
+    @classmethod
+    def existing(cls, config: RunConfig, run_id: str) -> Run | None:
+        """The stored run `run_id` under the config's root, None if there is none; a ValueError if it was
+        started with another config (what `mappa train --run-id` checks before anything starts)."""
+        validate_run_id(run_id)
+        store = ArtifactStore(config.storage.root)
+        if not store.exists(run_id, "config.yaml"):
+            return None
+        run = cls(store, run_id, _stored_config(store, run_id))
+        if run.config.config_hash() != config.config_hash():
+            raise ValueError(
+                f"run {run_id} under {config.storage.root} was started with a different config; "
+                f"resume it with `mappa resume {run_id}` or pick a new --run-id"
+            )
         return run
 
     @classmethod
@@ -114,9 +123,6 @@ class Run:
                 f"no run {run_id} under {root} (no config.yaml); check --root and the run id"
             )
         return cls(store, run_id, _stored_config(store, run_id, root))
-
-    def load_stored_config(self) -> RunConfig:
-        return _stored_config(self.store, self.run_id)
 
     def parts(self, iteration: int, stage: str, name: str) -> tuple[str, ...]:
         return (self.run_id, iteration_label(iteration), stage, name)

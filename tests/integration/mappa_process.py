@@ -53,6 +53,11 @@ class MappaProcess:
             self._stop_leftovers()
             self._log_file.close()
 
+    def interrupt(self, timeout: float = 90) -> int:
+        """Ctrl-C as a terminal sends it: SIGINT to the child's process group; its exit code."""
+        os.killpg(self.process.pid, signal.SIGINT)
+        return self.wait(timeout)
+
     def kill(self) -> None:
         try:
             os.killpg(self.process.pid, signal.SIGKILL)

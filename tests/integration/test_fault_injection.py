@@ -1,11 +1,11 @@
-"""A run on S3, SIGKILLed inside each stage and resumed; then read back, inspected and scanned for secrets.
+"""A run on S3, stopped inside each stage and resumed; then read back, inspected and scanned for secrets.
 
 The artifact root is `s3://mappa/runs` on a real S3 endpoint (moto's server on loopback). `mappa train` runs
 in a child process (its own Ray, the session's Prefect server, a scripted OpenAI-compatible coach on
 loopback). The S3 credentials and the coach's API key reach the children through their environment only
 (random values per test): the config names neither. The run's whole process tree is killed inside the
-score stage; each `mappa resume` is then killed inside the next stage (update, rollout, advantages), and a
-last resume finishes the run.
+score stage; each `mappa resume` is then killed inside the next stage (update, rollout), stopped by Ctrl-C
+inside the advantages stage (exit code 130, one line, no traceback), and a last resume finishes the run.
 
 Checked:
 - every stage finished exactly once and only the killed stages started twice (the run's events); every
@@ -16,7 +16,7 @@ Checked:
   from S3, and the last resume's flow run shows the stages finished before it as Cached (Prefect read their
   results from S3);
 - the final weights equal those of the same run never interrupted (on local disk; CPU, fixed seed);
-- `mappa inspect` prints the run, an iteration, a trajectory and the curves from S3 in a fresh process;
+- `mappa inspect` prints the run, an iteration, a trajectory and the curves from S3;
 - no secret value appears in any object of the bucket, the children's output, Ray's session logs, or the
   Prefect server's flow runs, task runs, logs and artifacts of this run.
 
@@ -28,8 +28,6 @@ from __future__ import annotations
 import json
 import secrets
 import shutil
-import subprocess
-import sys
 import time
 import uuid
 from collections import Counter
@@ -58,8 +56,9 @@ KILLS = (  # (stage, iteration, event that must have happened inside the stage b
     ("score", 0, None),  # killed by the coach server itself, at its third request
     ("update", 0, "agent-finished"),  # one agent trained and checkpointed, the others not
     ("rollout", 1, None),  # fresh workers must roll out with iteration 0's checkpoints
-    ("advantages", 1, None),
+    ("advantages", 1, None),  # stopped by Ctrl-C (SIGINT to the process group), not SIGKILL
 )
+CTRL_C = ("advantages", 1)
 
 
 def write_config(folder: Path, tiny_model: Path, coach_url: str, root: str | Path) -> Path:
@@ -79,15 +78,16 @@ def write_config(folder: Path, tiny_model: Path, coach_url: str, root: str | Pat
 
 
 @pytest.fixture(scope="module")
-def uninterrupted(tmp_path_factory, tiny_model, prefect_api_url):
-    """The same run on local disk, never killed: its final weights are the reference."""
+def uninterrupted(tmp_path_factory, tiny_model, prefect_harness, ray_local):
+    """The same run on local disk, never killed, in this process (the session's Ray and Prefect): its final
+    weights are the reference."""
+    from mappa.flows.train import train
+
     folder = tmp_path_factory.mktemp("uninterrupted")
-    with CoachServer() as server:
+    with CoachServer() as server, pytest.MonkeyPatch.context() as patch:
+        patch.setenv(COACH_KEY_ENV, "sk-reference")
         config = write_config(folder, tiny_model, server.base_url, folder / "runs")
-        env = child_env(prefect_api_url, **{COACH_KEY_ENV: "sk-reference"})
-        process = MappaProcess(["train", str(config), "--run-id", "reference"], env, folder / "log.txt")
-        assert process.wait(TIMEOUT_S) == 0, process.output()
-    shutil.rmtree(env["MAPPA_RAY_TMP"], ignore_errors=True)
+        train(config_path=str(config), run_id="reference")
     run = Run.open(str(folder / "runs"), "reference")
     return {
         seat: load_file(run.store.path(*run.checkpoint_parts(seat, 1), "model.safetensors")) for seat in SEATS
@@ -98,7 +98,8 @@ def kill_when(
     run: str, root: str, process: MappaProcess, iteration: int, stage: str, extra: str | None
 ) -> None:
     """Watch the run's events on S3 (listings are never cached); SIGKILL the run once `stage` started (and
-    `extra` happened inside it, if given)."""
+    `extra` happened inside it, if given), or press Ctrl-C in the stage named by CTRL_C: the command then
+    ends within seconds with exit code 130 and its one line, no traceback."""
     from mappa.storage.store import ArtifactStore
 
     store = ArtifactStore(root)
@@ -108,7 +109,14 @@ def kill_when(
     while time.monotonic() < deadline and process.process.poll() is None:
         names = store.list(run, "events")
         if all(any(w in name for name in names) for w in wanted):
-            process.kill()
+            if (stage, iteration) != CTRL_C:
+                process.kill()
+                return
+            code = process.interrupt()
+            printed = process.output()
+            assert code == 130 and "Traceback" not in printed, printed[-3000:]
+            last = [line for line in printed.splitlines() if line.strip()][-3:]
+            assert any(line.startswith(f"interrupted: run {run} stopped") for line in last), last
             return
         time.sleep(0.05)
     raise AssertionError(f"the run ended before {wanted} happened; log:\n{process.output()[-3000:]}")
@@ -211,38 +219,25 @@ def check_prefect(api_url: str, run_id: str, root: str) -> bytes:
     return dump
 
 
-# `mappa inspect` several times in one fresh process (one import of the stack), which reaches S3 through its
-# environment only; each command's output follows a marker line.
-INSPECT = """
-import json, sys
-from mappa.cli import main
-for args in json.loads(sys.argv[1]):
-    print("=== mappa inspect", *args, flush=True)
-    if main(["inspect", *args]) != 0:
-        sys.exit(1)
-"""
+def check_inspect(run: Run, root: str, folder: Path, capsys, monkeypatch) -> str:
+    """`mappa inspect` of the run, an iteration, a trajectory and the curves, in this process, which reaches
+    S3 through its environment only."""
+    from mappa import cli
 
-
-def check_inspect(run: Run, root: str, env: dict[str, str], folder: Path) -> str:
     trajectory_id = run.store.read_parquet(*output_parts(run, 1, "rollout"))["trajectory_id"].iloc[0]
     plot = folder / "curves.png"
-    commands = [[], ["--iteration", "1"], ["--trajectory", trajectory_id], ["--plot", str(plot)]]
-    argv = json.dumps([[run.run_id, "--root", root, *args] for args in commands])
-    done = subprocess.run(
-        [sys.executable, "-c", INSPECT, argv],
-        env={**env, "COLUMNS": "240"},  # rich tables wide enough to keep each cell on one line
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    summary, iteration, trajectory, curves = done.stdout.split("=== mappa inspect")[1:]
+    monkeypatch.setattr(cli.console, "width", 240)  # tables wide enough to keep each cell on one line
+    printed = []
+    for args in ([], ["--iteration", "1"], ["--trajectory", trajectory_id], ["--plot", str(plot)]):
+        assert cli.main(["inspect", run.run_id, "--root", root, *args]) == 0
+        printed.append(capsys.readouterr().out)
+    summary, iteration, trajectory, curves = printed
     assert f"run {run.run_id}" in summary and summary.count("rollout, score, advantages, update") == 2
     assert "iteration 1: agents" in iteration and "Judged by the scripted test coach" in iteration
     assert all(seat in iteration for seat in SEATS)
     assert trajectory_id in trajectory and "coach: Judged by the scripted test coach" in trajectory
     assert "curves of 2 iteration(s)" in curves and plot.read_bytes().startswith(PNG_SIGNATURE)
-    return done.stdout
+    return "".join(printed)
 
 
 def find_secrets(where: str, blob: bytes, values: dict[str, str]) -> list[str]:
@@ -259,7 +254,7 @@ def scan_ray_logs(folder: Path, values: dict[str, str]) -> list[str]:
 
 
 def test_killed_in_every_stage_resumed_and_read_back_from_s3_without_leaking_secrets(
-    tmp_path, tiny_model, prefect_api_url, moto_s3, uninterrupted
+    tmp_path, tiny_model, prefect_api_url, moto_s3, uninterrupted, capsys, monkeypatch
 ):
     run_id = f"fault-{uuid.uuid4().hex[:8]}"  # finds this run's flow runs on the session's Prefect server
     coach_key = "sk-test-" + secrets.token_urlsafe(24)
@@ -282,7 +277,7 @@ def test_killed_in_every_stage_resumed_and_read_back_from_s3_without_leaking_sec
     assert max(answered.values()) == 1, "the coach answered the same chat twice"
     assert sum(answered.values()) == check_artifacts(run, objects)
     prefect_dump = check_prefect(prefect_api_url, run_id, moto_s3.root)
-    printed = check_inspect(run, moto_s3.root, env, tmp_path)
+    printed = check_inspect(run, moto_s3.root, tmp_path, capsys, monkeypatch)
 
     for seat in SEATS:
         resumed = load(objects[f"runs/{run_id}/checkpoints/{seat}/{iteration_name(1)}/model.safetensors"])

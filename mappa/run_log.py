@@ -1,0 +1,98 @@
+"""The log a `mappa train`, `resume` or `evaluate` command keeps of its run, and the one line it prints when
+the run fails.
+
+While the command runs, every log record (Prefect's flow and task lines, mappa's own, with their
+tracebacks) also goes to a file under the run: `ROOT/RUN_ID/logs/<command>-<time>.log` for a local root;
+for a remote root (s3://...) the file is written under `~/.cache/mappa/logs/RUN_ID/` and copied into the
+run's `logs/` when the command ends. The terminal keeps the progress lines but no traceback and none of
+Prefect's lines about a failure (each repeats the error); the command ends with one line naming the error,
+the stage it stopped in, the log file and the command that continues the run (`mappa.cli.failed`).
+`--debug` hides nothing: the tracebacks print and the error is raised.
+
+Not covered: runs started from the Prefect UI (`mappa serve`): their logs, tracebacks included, are in the
+flow run's page, as Prefect shows them.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from mappa.storage.store import ArtifactStore
+
+LOG_FORMAT = "%(asctime)s | %(levelname)-7s | %(name)s - %(message)s"
+LOCAL_CACHE = Path.home() / ".cache" / "mappa" / "logs"
+
+
+@dataclass(frozen=True)
+class RunLog:
+    path: Path
+    """The log file on this machine."""
+    url: str
+    """Where the log is kept with the run (the same as `path` for a local root)."""
+    started: str
+    """When the command started, as the run's events write times (UTC, `2026-12-01T23:41:10Z`)."""
+
+
+class _TerminalFilter(logging.Filter):
+    """What the terminal shows of the log: every line without its traceback, and none of Prefect's lines
+    about the failure itself (the command ends with its own line about it; the file has them all)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        engine = record.name in ("prefect.flow_runs", "prefect.task_runs")
+        message = record.getMessage()
+        if engine and (record.levelno >= logging.ERROR or message.startswith("Finished in state Failed")):
+            return False
+        record.exc_info = None
+        record.exc_text = None
+        record.stack_info = None
+        return True
+
+
+def _terminal_handlers() -> list[logging.Handler]:
+    """The handlers that write to a terminal: the root logger's stream handlers (Prefect's console)."""
+    return [
+        handler
+        for handler in logging.getLogger().handlers
+        if isinstance(handler, logging.StreamHandler) and not isinstance(handler, logging.FileHandler)
+    ]
+
+
+@contextmanager
+def run_log(root: str, run_id: str, command: str, debug: bool = False) -> Iterator[RunLog]:
+    """Keep the command's log under the run while the block runs (see the module docstring)."""
+    import prefect.logging.configuration  # noqa: F401 - Prefect sets up its handlers on import
+
+    store = ArtifactStore(root)
+    now = time.gmtime()
+    name = f"{command}-{time.strftime('%Y%m%d-%H%M%S', now)}.log"
+    if store.is_local:
+        path = Path(store.path(run_id, "logs", name))
+    else:
+        path = LOCAL_CACHE / run_id / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    log = RunLog(path, store.url(run_id, "logs", name), time.strftime("%Y-%m-%dT%H:%M:%SZ", now))
+    handler = logging.FileHandler(path, encoding="utf-8")
+    handler.setFormatter(logging.Formatter(LOG_FORMAT))
+    root_logger = logging.getLogger()
+    root_logger.handlers.insert(0, handler)  # before the terminal's handlers strip the traceback
+    hide = _TerminalFilter()
+    terminals = [] if debug else _terminal_handlers()
+    for terminal in terminals:
+        terminal.addFilter(hide)
+    try:
+        yield log
+    finally:
+        for terminal in terminals:
+            terminal.removeFilter(hide)
+        root_logger.removeHandler(handler)
+        handler.close()
+        if not store.is_local:
+            try:
+                store.write_bytes(path.read_bytes(), run_id, "logs", name)
+            except Exception:  # noqa: BLE001 - the local file stays; the run's error matters more
+                logging.getLogger("mappa").warning("could not copy the log to %s; it is at %s", log.url, path)
