@@ -26,8 +26,8 @@ def free_port() -> str:
         return str(probe.getsockname()[1])
 
 
-def run_ranks(model: Path, out: Path, world_size: int, *options: str) -> dict:
-    """`trainer_steps.py` as `world_size` processes of one process group; rank 0's JSON."""
+def run_ranks(model: Path, out: Path, world_size: int, plan: dict[str, dict]) -> dict:
+    """`trainer_steps.py` as `world_size` processes of one process group; rank 0's JSON, by plan entry."""
     port = free_port()
     procs = []
     for rank in range(world_size):
@@ -40,7 +40,7 @@ def run_ranks(model: Path, out: Path, world_size: int, *options: str) -> dict:
             "MASTER_PORT": port,
             "OMP_NUM_THREADS": "1",  # two ranks on two cores: 35x slower without (docs/pitfalls.md)
         }
-        command = [sys.executable, str(STEPS), str(model), str(out), *options]
+        command = [sys.executable, str(STEPS), str(model), str(out), json.dumps(plan)]
         procs.append(subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT))
     outputs = [proc.communicate(timeout=600)[0].decode(errors="replace") for proc in procs]
     for rank, (proc, output) in enumerate(zip(procs, outputs)):
@@ -49,9 +49,21 @@ def run_ranks(model: Path, out: Path, world_size: int, *options: str) -> dict:
 
 
 @pytest.fixture(scope="module")
-def torch_run(tiny_model, tmp_path_factory) -> dict:
-    out = tmp_path_factory.mktemp("torch") / "result.json"
-    return run_ranks(tiny_model, out, 1, "--backend", "torch")
+def one_rank(tiny_model, tmp_path_factory) -> dict:
+    """Every one-rank training of this module, in one process (DeepSpeed's import is paid once): the torch
+    backend and ZeRO-3, full weights and LoRA, and a ZeRO-3 run checkpointed after step 2 of 3 then resumed
+    by a new trainer from that checkpoint."""
+    folder = tmp_path_factory.mktemp("one-rank")
+    checkpoint = str(folder / "checkpoint")
+    plan = {
+        "torch": {"backend": "torch"},
+        "zero3": {},
+        "torch_lora": {"backend": "torch", "lora": True},
+        "zero3_lora": {"lora": True},
+        "straight": {"steps": 3, "checkpoint": checkpoint, "checkpoint_after": 2},
+        "resumed": {"steps": 1, "resume": checkpoint},
+    }
+    return {**run_ranks(tiny_model, folder / "result.json", 1, plan), "checkpoint": checkpoint}
 
 
 def assert_same_training(a: dict, b: dict) -> None:
@@ -63,8 +75,12 @@ def assert_same_training(a: dict, b: dict) -> None:
 
 
 @pytest.mark.parametrize("world_size", [1, 2])
-def test_zero3_matches_the_torch_backend(tiny_model, tmp_path, torch_run, world_size):
-    result = run_ranks(tiny_model, tmp_path / "result.json", world_size, "--zero-stage", "3")
+def test_zero3_matches_the_torch_backend(tiny_model, tmp_path, one_rank, world_size):
+    if world_size == 1:
+        result = one_rank["zero3"]
+    else:
+        result = run_ranks(tiny_model, tmp_path / "result.json", world_size, {"zero3": {}})["zero3"]
+    torch_run = one_rank["torch"]
     assert result["world_size"] == world_size
     assert_same_training(result, torch_run)
     for row_a, row_b in zip(result["reference"], torch_run["reference"], strict=True):
@@ -72,23 +88,18 @@ def test_zero3_matches_the_torch_backend(tiny_model, tmp_path, torch_run, world_
     assert result["losses"][0] != result["losses"][-1], "the updates must change the policy"
 
 
-def test_a_lora_adapter_trains_alike_on_both_backends(tiny_model, tmp_path):
-    torch_lora = run_ranks(tiny_model, tmp_path / "torch.json", 1, "--backend", "torch", "--lora")
-    zero3_lora = run_ranks(tiny_model, tmp_path / "zero3.json", 1, "--zero-stage", "3", "--lora")
-    assert_same_training(zero3_lora, torch_lora)
-    assert zero3_lora["losses"][0] != zero3_lora["losses"][-1]
+def test_a_lora_adapter_trains_alike_on_both_backends(one_rank):
+    assert_same_training(one_rank["zero3_lora"], one_rank["torch_lora"])
+    assert one_rank["zero3_lora"]["losses"][0] != one_rank["zero3_lora"]["losses"][-1]
 
 
-def test_checkpoint_has_loadable_weights_and_resumes_where_it_stopped(tiny_model, tmp_path):
+def test_checkpoint_has_loadable_weights_and_resumes_where_it_stopped(one_rank):
     from transformers import AutoModelForCausalLM
 
-    checkpoint = tmp_path / "ckpt"
-    options = ("--steps", "3", "--checkpoint", str(checkpoint), "--checkpoint-after", "2")
-    straight = run_ranks(tiny_model, tmp_path / "a.json", 1, *options)  # saves after step 2, goes on
-    model = AutoModelForCausalLM.from_pretrained(checkpoint)  # plain safetensors, no ZeRO shards to merge
+    straight, resumed = one_rank["straight"], one_rank["resumed"]  # saved after step 2, went on
+    model = AutoModelForCausalLM.from_pretrained(one_rank["checkpoint"])  # plain safetensors, no shards
     saved = sum(float(p.double().abs().sum()) for p in model.state_dict().values())
     assert saved != pytest.approx(straight["checksum"], rel=1e-9), "the checkpoint holds step 2's weights"
-    resumed = run_ranks(tiny_model, tmp_path / "b.json", 1, "--steps", "1", "--resume", str(checkpoint))
     assert resumed["extra"] == {"iteration": 0} and resumed["steps"] == 3
     # Weights, Adam moments and the step count came back: the third step lands where it did unbroken.
     assert resumed["losses"][0] == pytest.approx(straight["losses"][-1], rel=1e-5, abs=1e-7)

@@ -1,10 +1,11 @@
-"""Run by `test_deepspeed_trainer.py` in fresh processes (one per rank): a few REINFORCE++ updates of the
-tiny model on a fixed batch through `make_trainer`, with the losses, gradient norms, final logprobs and a
-weight fingerprint written as JSON by rank 0. A process of its own per run keeps DeepSpeed's process group
-and environment out of the test process.
+"""Run by `test_deepspeed_trainer.py` in fresh processes (one per rank): a plan of trainings, one after
+another, each a few REINFORCE++ updates of the tiny model on a fixed batch through `make_trainer`, with the
+losses, gradient norms, final logprobs and a weight fingerprint written as JSON by rank 0. A process of its
+own keeps DeepSpeed's process group and environment out of the test process; one process for the whole
+plan pays DeepSpeed's import once.
 
-    python trainer_steps.py MODEL OUT [--backend deepspeed] [--zero-stage 3] [--steps 3]
-        [--checkpoint DIR --checkpoint-after K] [--resume DIR] [--lora]
+    python trainer_steps.py MODEL OUT '{"name": {"backend": "deepspeed", "zero_stage": 3, "steps": 3,
+        "checkpoint": DIR, "checkpoint_after": K, "resume": DIR, "lora": false}, ...}'
 """
 
 from __future__ import annotations
@@ -32,37 +33,30 @@ def fixed_batch() -> tuple[list[list[int]], list[list[int]], list[list[float]]]:
     return prompts, responses, advantages
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("model")
-    parser.add_argument("out")
-    parser.add_argument("--backend", default="deepspeed")
-    parser.add_argument("--zero-stage", type=int, default=3)
-    parser.add_argument("--steps", type=int, default=3)
-    parser.add_argument("--checkpoint", help="save a checkpoint here after --checkpoint-after steps")
-    parser.add_argument("--checkpoint-after", type=int, default=0)
-    parser.add_argument("--resume", help="load this checkpoint before the steps")
-    parser.add_argument("--lora", action="store_true", help="train a LoRA adapter (rank 4)")
-    args = parser.parse_args()
-    torch.set_num_threads(1)
+def train_steps(model: str, spec: dict) -> dict:
+    """One training of `spec` (backend, zero_stage, steps, checkpoint, checkpoint_after, resume, lora)."""
     config = TrainerConfig(
-        type=args.backend, zero_stage=args.zero_stage, lr=1e-3, micro_batch_size=2, bf16_autocast=False
+        type=spec.get("backend", "deepspeed"),
+        zero_stage=spec.get("zero_stage", 3),
+        lr=1e-3,
+        micro_batch_size=2,
+        bf16_autocast=False,
     )
-    lora = LoraConfig(rank=4, alpha=8) if args.lora else None
-    trainer = make_trainer(args.model, config, AlgoConfig(), pad_token_id=2, seed=0, lora=lora)
-    extra = trainer.load_checkpoint(Path(args.resume)) if args.resume else {}
+    lora = LoraConfig(rank=4, alpha=8) if spec.get("lora") else None
+    trainer = make_trainer(model, config, AlgoConfig(), pad_token_id=2, seed=0, lora=lora)
+    extra = trainer.load_checkpoint(Path(spec["resume"])) if spec.get("resume") else {}
     prompts, responses, advantages = fixed_batch()
     losses, grad_norms = [], []
     old = trainer.logprobs(prompts, responses, "policy")  # kept over the steps: ratios move off 1
-    for step in range(args.steps):
-        if args.checkpoint and step == args.checkpoint_after:
-            trainer.save_checkpoint(Path(args.checkpoint), extra={"iteration": 0})
+    for step in range(spec.get("steps", 3)):
+        if spec.get("checkpoint") and step == spec.get("checkpoint_after", 0):
+            trainer.save_checkpoint(Path(spec["checkpoint"]), extra={"iteration": 0})
             old = trainer.logprobs(prompts, responses, "policy")  # as a resumed run starts
         samples = [TrainSample(*row) for row in zip(prompts, responses, old, advantages)]
         metrics = trainer.train(samples, seed=step)
         losses.append(metrics["loss"])
         grad_norms.append(metrics["grad_norm"])
-    result = {
+    return {
         "losses": losses,
         "grad_norms": grad_norms,
         "logprobs": trainer.logprobs(prompts, responses, "policy"),
@@ -72,8 +66,18 @@ def main() -> None:
         "extra": extra,
         "world_size": trainer.world_size,
     }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("model")
+    parser.add_argument("out")
+    parser.add_argument("plan", help="JSON: {name: spec}, trained one after another in this process")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    results = {name: train_steps(args.model, spec) for name, spec in json.loads(args.plan).items()}
     if int(os.environ.get("RANK", "0")) == 0:
-        Path(args.out).write_text(json.dumps(result))
+        Path(args.out).write_text(json.dumps(results))
 
 
 if __name__ == "__main__":
