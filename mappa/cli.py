@@ -86,6 +86,8 @@ def continue_command(args: argparse.Namespace, run_id: str, root: str) -> str:
     if args.command == "evaluate":
         again = "" if args.iteration is None else f" --iteration {args.iteration}"
         return f"mappa evaluate {run_id} --root {root}{again}"
+    if args.command == "rescore":
+        return f"the same mappa rescore {run_id} --as {args.name} ..."
     return f"mappa resume {run_id} --root {root}"
 
 
@@ -164,7 +166,17 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     from mappa.storage.run import Run
 
     run = Run.open(args.root, args.run_id)
-    if args.plot:
+    if args.coaches:
+        from mappa.stages.rescore import comparison_rows, rescore_names
+
+        rows = [row for name in rescore_names(run) for row in comparison_rows(run, name)]
+        print_comparison(rows)
+        if args.plot and rows:
+            from mappa.storage.coach_plot import plot_coach_comparison
+
+            plot_coach_comparison(rows, args.plot, title=f"run {run.run_id}: coaches")
+            console.print(f"coach comparison: {os.path.abspath(args.plot)}", markup=False)
+    elif args.plot:
         print_plot(run, args.plot)
     elif args.trajectory:
         print_trajectory(inspect.find_trajectory(run, args.trajectory))
@@ -247,6 +259,52 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
             return failed(exc, args, log, args.run_id, args.root)
     print_evaluation(manifest, evaluation_rows(run, manifest["iteration"]))
     return 0
+
+
+def cmd_rescore(args: argparse.Namespace) -> int:
+    from mappa.coach.build import check_coach_endpoint, check_coach_template
+    from mappa.stages.rescore import check_rescore
+    from mappa.storage.run import Run
+
+    run = Run.open(args.root, args.run_id)  # fails fast, before Ray or Prefect start
+    overrides = list(args.set or [])
+    coach = check_rescore(run, args.name, overrides).coach
+    if coach.type in ("local", "openai"):
+        check_coach_template(coach)
+    if coach.type == "openai":
+        check_coach_endpoint(coach)
+    from mappa.flows.rescore import rescore
+    from mappa.flows.temporary_server import start_temporary_server
+    from mappa.run_log import run_log
+
+    with run_log(args.root, args.run_id, "rescore", debug=args.debug) as log:
+        try:
+            start_temporary_server()  # apart from the terminal: Ctrl-C stops the run, not it
+            result = rescore(args.run_id, args.name, args.root, overrides, args.iteration)
+        except KeyboardInterrupt:
+            return interrupted(args, args.run_id, args.root)
+        except Exception as exc:  # noqa: BLE001 - one line here, the traceback in the run's log
+            return failed(exc, args, log, args.run_id, args.root)
+    print_comparison(result["comparison"])
+    return 0
+
+
+def print_comparison(rows: list[dict[str, Any]]) -> None:
+    """The coach comparison table(s): per agent, then per agent and task kind where there are kinds."""
+    import pandas as pd
+
+    if not rows:
+        console.print("no re-scoring to compare yet: run `mappa rescore RUN_ID --as NAME --set coach...`")
+        return
+    frame = pd.DataFrame(rows)
+    per_agent = frame[frame["kind"].isna()] if "kind" in frame else frame
+    console.print(
+        _frame_table(
+            "coaches against the run's coach, per agent", per_agent.drop(columns="kind", errors="ignore")
+        )
+    )
+    if "kind" in frame and frame["kind"].notna().any():
+        console.print(_frame_table("per agent and task kind", frame[frame["kind"].notna()]))
 
 
 def print_evaluation(manifest: dict[str, Any], rows: list[dict[str, Any]]) -> None:
@@ -353,7 +411,30 @@ def build_parser() -> argparse.ArgumentParser:
     inspect.add_argument(
         "--plot", metavar="FILE", help="write score, KL, loss and success-rate curves as a PNG to FILE"
     )
+    inspect.add_argument(
+        "--coaches",
+        action="store_true",
+        help="how each re-scoring (mappa rescore) agrees with the run's coach and separates success from "
+        "failure (with --plot FILE: as a PNG)",
+    )
     inspect.set_defaults(func=cmd_inspect)
+    rescore = sub.add_parser(
+        "rescore", help="score a run's stored trajectories again with another coach (no new rollout)"
+    )
+    rescore.add_argument("run_id")
+    rescore.add_argument("--root", default="runs", help="the run's storage root (default: runs)")
+    rescore.add_argument("--as", dest="name", required=True, help="a name for this re-scoring, e.g. judge-7b")
+    rescore.add_argument(
+        "--iteration", type=int, action="append", help="an iteration to re-score (repeatable; default: all)"
+    )
+    rescore.add_argument(
+        "--set",
+        action="append",
+        metavar="KEY=VALUE",
+        help="the coach to score with, as changes to the run's: coach.type=openai, coach.model=..., ...",
+    )
+    rescore.add_argument("--debug", action="store_true", help=DEBUG_HELP)
+    rescore.set_defaults(func=cmd_rescore)
     evaluate = sub.add_parser("evaluate", help="evaluate a run's checkpoint on held-out problems, greedily")
     evaluate.add_argument("run_id")
     evaluate.add_argument("--root", default="runs", help="the run's storage root (default: runs)")

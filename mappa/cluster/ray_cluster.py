@@ -135,11 +135,12 @@ def agent_workers(run: Run, iteration: int) -> dict[str, Any]:
     return workers
 
 
-def coach_worker(run: Run) -> Any:
-    """The local coach's model (frozen), for `coach.type: local`."""
+def coach_worker(run: Run, model: str | None = None, name: str = COACH) -> Any:
+    """A local coach's model (frozen), for `coach.type: local`: the run's coach (`model` None), or another
+    model under another worker name (a re-scoring)."""
     ensure_ray(run.config)
     # HF: `expected` scoring reads next-token probabilities, which the vLLM engine does not give
-    worker = _worker(run, COACH, run.config.coach.model, trainable=False, engine="hf")
+    worker = _worker(run, name, model or run.config.coach.model, trainable=False, engine="hf")
     ray.get(worker.ready.remote())
     return worker
 

@@ -61,6 +61,8 @@ def train(
                     if state.name == "Cached":  # Prefect's cache answered: the stage is complete
                         manifest = {**manifest, "skipped": True}
                     logger.info(describe_stage(stage.name, iteration, manifest))
+                    for warning in manifest.get("bias_warnings") or []:  # the coach-bias watch
+                        logger.warning(warning["message"])
                 publish(root, run.run_id, iteration)
                 every = config.rollout.eval_every
                 if every and (iteration + 1) % every == 0:

@@ -102,12 +102,12 @@ def publish_iteration_report(run: Run, iteration: int) -> dict[str, Any]:
     describe = f"run {run.run_id}, iteration {iteration}"
     errors: list[str] = []
     artifacts = {
-        "agents": _create(
+        "agents": create_artifact(
             artifact_key(run.run_id, "agents"),
             lambda key: create_table_artifact(rows, key=key, description=f"{describe}: agents", _sync=True),
             errors,
         ),
-        "report": _create(
+        "report": create_artifact(
             artifact_key(run.run_id, "report"),
             lambda key: create_markdown_artifact(markdown, key=key, description=describe, _sync=True),
             errors,
@@ -115,7 +115,7 @@ def publish_iteration_report(run: Run, iteration: int) -> dict[str, Any]:
     }
     kinds = [_rounded(row) for row in kind_rows_of(run, iteration)]
     if kinds:  # per task kind (DSBench: regression vs classification), where the env grades by kind
-        artifacts["kinds"] = _create(
+        artifacts["kinds"] = create_artifact(
             artifact_key(run.run_id, "kinds"),
             lambda key: create_table_artifact(
                 kinds, key=key, description=f"{describe}: by task kind", _sync=True
@@ -206,7 +206,7 @@ def publish_evaluation(
     if accuracy is not None:
         describe += f": accuracy {accuracy:.1%} on {len(frame)}"
     errors: list[str] = []
-    created = _create(
+    created = create_artifact(
         artifact_key(run.run_id, "evaluation"),
         lambda key: create_table_artifact(rows, key=key, description=describe, _sync=True),
         errors,
@@ -214,13 +214,16 @@ def publish_evaluation(
     return {"artifacts": {"evaluation": created}, "accuracy": accuracy, "rows": len(rows), "errors": errors}
 
 
-def _create(key: str, create: Callable[[str], UUID], errors: list[str]) -> dict[str, str | None]:
-    """Run one artifact creation; an API failure becomes a warning and an entry in `errors`."""
+def create_artifact(
+    key: str, create: Callable[[str], UUID], errors: list[str] | None = None
+) -> dict[str, str | None]:
+    """Run one artifact creation; an API failure becomes a warning (and an entry in `errors`)."""
     try:
         return {"key": key, "id": str(create(key))}
     except (httpx.HTTPError, RuntimeError) as exc:  # RuntimeError: Prefect's "Failed to reach API at ..."
         _logger().warning("artifact %s not created, Prefect API error: %s", key, exc)
-        errors.append(f"{key}: {exc}")
+        if errors is not None:
+            errors.append(f"{key}: {exc}")
         return {"key": key, "id": None}
 
 
@@ -283,6 +286,8 @@ def _summary_lines(run: Run, iteration: int) -> list[str]:
             f"- {row['kind']}: success {row['success_rate']:.0%} of {row['trajectories']}, relative score "
             f"{row['fair_score_mean']:.2f}, coach mean {row.get('coach_all', math.nan):.2f}"
         )
+    for warning in score.get("bias_warnings") or []:
+        lines.append(f"- **warning**: {warning['message']}")
     agreement = score.get("rubric_agreement")
     if agreement:
         values = ", ".join(f"{a} {'n/a' if r is None else f'{r:.2f}'}" for a, r in sorted(agreement.items()))

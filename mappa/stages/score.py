@@ -6,7 +6,10 @@ agent and for correct vs incorrect trajectories: a coach whose scores do not tra
 visible here) and, for LLM coaches, their per-agent correlation with the rubric coach's scores on the same
 actions (`rubric_agreement`). LLM coach answers go through the run's `AnswerCache`: a repeated or resumed
 stage asks only for what it has no answer to (`coach_cache` in the manifest counts hits and new answers).
-Skipped when its manifest matches.
+The manifest also carries the coach-bias watch (`mappa.coach.drift`): each agent's share of repeated and
+copied-from-prompt final answers (`answer_shares`) and `bias_warnings` (a category whose mean score rose
+over the last DRIFT_WINDOW iterations with flat success; an answer share that jumped), which the flow logs
+as warnings and the iteration report lists. Skipped when its manifest matches.
 """
 
 from __future__ import annotations
@@ -16,22 +19,27 @@ import time
 from collections import Counter
 from typing import Any
 
-from mappa.cluster.ray_cluster import coach_worker
+from mappa.cluster.ray_cluster import COACH, coach_worker
 from mappa.coach.bias import agreement_by_agent, coach_bias_report
 from mappa.coach.build import build_coach, cache_settings
 from mappa.coach.cache import AnswerCache
+from mappa.coach.drift import answer_shares, collapse_warnings, drift_warnings
 from mappa.coach.score import score_trajectories
+from mappa.config import CoachConfig
 from mappa.envs.outcome_summary import coach_score_by_kind
 from mappa.envs.registry import get_env_spec
 from mappa.stages.stage import Stage, output_parts, register, write_manifest
 from mappa.storage.frames import frame_to_trajectories, scores_to_frame
 from mappa.storage.run import Run
 
+DRIFT_WINDOW = 3
+"""Iterations over which a category's mean coach score must rise, with flat success, to be flagged."""
 
-def local_coach_fns(run: Run):
-    """The local coach's batch chat (greedy generation) and next-token logprobs, on the run's coach worker."""
-    worker = coach_worker(run)
-    coach = run.config.coach
+
+def local_coach_fns(run: Run, coach: CoachConfig, worker_name: str = COACH):
+    """The local coach's batch chat (greedy generation) and next-token logprobs, on the worker
+    `worker_name` of the run (the run's own coach, or a re-scoring's)."""
+    worker = coach_worker(run, coach.model, worker_name)
     params = {
         "temperature": coach.temperature,
         "top_p": 1.0,
@@ -54,43 +62,92 @@ def local_coach_fns(run: Run):
 
 
 def score_iteration(run: Run, iteration: int) -> dict[str, Any]:
-    """Score every action of iteration `iteration`; write scores.parquet and the manifest."""
+    """Score every action of iteration `iteration` with the run's coach; write scores.parquet and the
+    manifest."""
+    return score_actions(run, iteration, "score", run.config.coach)
+
+
+def score_actions(
+    run: Run, iteration: int, stage: str, coach_config: CoachConfig, worker_name: str = COACH
+) -> dict[str, Any]:
+    """Score the actions of iteration `iteration`'s rollout with `coach_config`; write the scores as stage
+    `stage`'s output and its manifest (the score stage, or a re-scoring: `mappa.stages.rescore`)."""
     started = time.perf_counter()
     config = run.config
     trajectories = frame_to_trajectories(run.store.read_parquet(*output_parts(run, iteration, "rollout")))
-    fns = local_coach_fns(run) if config.coach.type == "local" else (None, None, None)
-    chat_fn, logprob_fn, grouped_fn = fns
-    cache = AnswerCache(run.store, run.run_id, config.coach.model, cache_settings(config.coach))
-    coach = build_coach(config.coach, chat_fn, config.env.type, logprob_fn, cache, grouped_fn)
+    local = coach_config.type == "local"
+    chat_fn, logprob_fn, grouped_fn = (
+        local_coach_fns(run, coach_config, worker_name) if local else (None, None, None)
+    )
+    cache = AnswerCache(run.store, run.run_id, coach_config.model, cache_settings(coach_config))
+    coach = build_coach(coach_config, chat_fn, config.env.type, logprob_fn, cache, grouped_fn)
     spec = get_env_spec(config.env.type)
     reference = spec.coach_reference
     scores = asyncio.run(
-        score_trajectories(coach, trajectories, spec.roles, config.coach, reference_fn=reference)
+        score_trajectories(coach, trajectories, spec.roles, coach_config, reference_fn=reference)
     )
     frame = scores_to_frame(scores)
-    run.store.write_parquet(frame, *output_parts(run, iteration, "score"))
+    run.store.write_parquet(frame, *output_parts(run, iteration, stage))
     status = Counter(s.parse_status for s in scores)
     agreement = None
-    if config.coach.type != "rubric":  # how far another coach agrees with the explicit rules, per agent
-        rubric = build_coach(config.coach.model_copy(update={"type": "rubric"}), None, config.env.type)
+    if coach_config.type != "rubric":  # how far another coach agrees with the explicit rules, per agent
+        rubric = build_coach(coach_config.model_copy(update={"type": "rubric"}), None, config.env.type)
         ruled = asyncio.run(
-            score_trajectories(rubric, trajectories, spec.roles, config.coach, reference_fn=reference)
+            score_trajectories(rubric, trajectories, spec.roles, coach_config, reference_fn=reference)
         )
         agreement = agreement_by_agent(scores, ruled)
+    bias = coach_bias_report(scores, trajectories)
+    by_kind = coach_score_by_kind(scores, trajectories)
+    shares = answer_shares(trajectories)
+    warnings = watch_warnings(run, iteration, stage, bias, by_kind, shares)
     return write_manifest(
         run,
         iteration,
-        "score",
+        stage,
         rows=len(frame),
         timings={"total_s": time.perf_counter() - started},
         coach_model=coach.model_name,
-        used_ground_truth=config.coach.use_ground_truth,
+        used_ground_truth=coach_config.use_ground_truth,
         parse_status=dict(status),
-        bias=coach_bias_report(scores, trajectories),
-        mean_score_by_kind=coach_score_by_kind(scores, trajectories),
+        bias=bias,
+        mean_score_by_kind=by_kind,
         rubric_agreement=agreement,
         coach_cache=cache.stats(),
+        answer_shares=shares,
+        bias_warnings=warnings,
     )
+
+
+def watch_warnings(
+    run: Run,
+    iteration: int,
+    stage: str,
+    bias: dict[str, Any],
+    by_kind: dict[str, dict[str, float]] | None,
+    shares: dict[str, dict[str, Any]],
+) -> list[dict[str, Any]]:
+    """The coach-bias watch (`mappa.coach.drift`) over this iteration and the previous ones: score drift
+    per agent and per task kind against success, and answer collapse per agent since the last iteration."""
+    history: dict[str, list[tuple[int, float, float]]] = {}
+    previous_shares = None
+    for k in range(max(0, iteration - DRIFT_WINDOW + 1), iteration + 1):
+        if k == iteration:
+            agent_means, kind_means = bias.get("mean_by_agent", {}), by_kind or {}
+        elif run.has_manifest(k, stage):
+            before = run.read_manifest(k, stage)
+            agent_means = (before.get("bias") or {}).get("mean_by_agent", {})
+            kind_means = before.get("mean_score_by_kind") or {}
+            previous_shares = before.get("answer_shares") if k == iteration - 1 else previous_shares
+        else:
+            continue
+        rollout = run.read_manifest(k, "rollout")
+        for agent, mean in agent_means.items():
+            history.setdefault(f"agent {agent}", []).append((k, mean, rollout.get("success_rate") or 0.0))
+        for kind, means in kind_means.items():
+            success = ((rollout.get("by_kind") or {}).get(kind) or {}).get("success_rate")
+            if success is not None and "all" in means:
+                history.setdefault(f"kind {kind}", []).append((k, means["all"], success))
+    return drift_warnings(history, window=DRIFT_WINDOW) + collapse_warnings(previous_shares, shares)
 
 
 def describe(manifest: dict[str, Any]) -> str:

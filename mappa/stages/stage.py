@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from mappa.config import RunConfig
 from mappa.core.errors import error_line
 from mappa.storage.run import MANIFEST, Run, code_version, source_hash
 
@@ -37,6 +38,9 @@ class Stage:
     """Stages of the same iteration whose outputs it reads (an input of iteration -1 does not exist)."""
     previous: tuple[str, ...] = ()
     """Stages of the previous iteration whose outputs it reads (`previous_<name>` in the manifest)."""
+    config_of: Callable[[Run], RunConfig] | None = None
+    """The config the stage computes with, where it is not the run's (a re-scoring's coach): its hash is
+    the manifest's `config_hash`."""
 
 
 REGISTRY: dict[str, Stage] = {}
@@ -81,7 +85,7 @@ def expected_manifest(run: Run, iteration: int, name: str) -> dict[str, Any]:
     return {
         "stage": name,
         "iteration": iteration,
-        "config_hash": run.config.config_hash(),
+        "config_hash": (stage.config_of(run) if stage.config_of else run.config).config_hash(),
         "code_version": code_version(),
         "inputs": inputs,
     }

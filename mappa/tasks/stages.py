@@ -14,7 +14,7 @@ from typing import Any
 from prefect import Task, task
 
 from mappa.config import RunConfig
-from mappa.stages import REGISTRY, Stage, execute
+from mappa.stages import REGISTRY, Stage, execute, get_stage
 from mappa.storage.run import Run
 from mappa.tasks.caching import result_storage, stage_cache_key
 
@@ -39,9 +39,12 @@ def stage_task(stage: Stage) -> Task:
 TASKS: dict[str, Task] = {name: stage_task(stage) for name, stage in REGISTRY.items()}
 
 
-def configure_stage(name: str, config: RunConfig, run_id: str) -> Task:
-    """The task of stage `name` with this run's retries (exponential backoff) and result storage."""
-    delays = config.retries.delays(name)
+def configure_stage(name: str, config: RunConfig, run_id: str, retries_of: str | None = None) -> Task:
+    """The task of stage `name` with this run's retries (those of stage `retries_of`, if given; exponential
+    backoff) and result storage. A stage registered after import (a re-scoring's) gets its task here."""
+    if name not in TASKS:
+        TASKS[name] = stage_task(get_stage(name))
+    delays = config.retries.delays(retries_of or name)
     return TASKS[name].with_options(
         retries=len(delays),
         retry_delay_seconds=delays or 0,
