@@ -23,6 +23,7 @@ from typing import Any
 
 import ray
 
+from mappa.cluster.handles import WorkerHandle
 from mappa.cluster.model_worker import ModelWorker
 from mappa.cluster.rank_group import CPU_SHARE, RankGroup, in_bundle, process_group_env, rank_placement
 from mappa.cluster.shared_engine import SHARED_ENGINE, shared_engine
@@ -56,7 +57,7 @@ def ensure_ray(config: RunConfig) -> None:
 
 def _worker(
     run: Run, name: str, model: str, trainable: bool, lora: dict | None = None, engine: str | None = None
-) -> Any:
+) -> WorkerHandle:
     """The agent's worker: one actor, or for a trainable agent with `cluster.trainer_ranks` > 1 a
     `RankGroup` of actors `mappa-<run>-<agent>-rank<k>` in the agent's placement group."""
     config = run.config
@@ -114,7 +115,7 @@ def _named(actor_name: str) -> Any:
         return None
 
 
-def agent_workers(run: Run, iteration: int) -> dict[str, Any]:
+def agent_workers(run: Run, iteration: int) -> dict[str, WorkerHandle]:
     """One worker per agent, serving the weights that iteration `iteration` must roll out with."""
     ensure_ray(run.config)
     workers = {
@@ -135,7 +136,7 @@ def agent_workers(run: Run, iteration: int) -> dict[str, Any]:
     return workers
 
 
-def coach_worker(run: Run, model: str | None = None, name: str = COACH) -> Any:
+def coach_worker(run: Run, model: str | None = None, name: str = COACH) -> WorkerHandle:
     """A local coach's model (frozen), for `coach.type: local`: the run's coach (`model` None), or another
     model under another worker name (a re-scoring)."""
     ensure_ray(run.config)

@@ -6,6 +6,8 @@
     update      experiences -> new weights, checkpoints, metrics.json        (mappa.stages.update)
     report      a finished iteration -> Prefect artifacts (no file of its own)  (mappa.stages.report)
     evaluate    a checkpoint on held-out problems -> results.parquet         (mappa.stages.evaluate)
+    rescore/N   trajectories -> another coach's scores.parquet (registered per name on use:
+                mappa.stages.rescore)
 
 Adding a stage is adding a module that registers a `Stage` (`mappa.stages.stage`) and importing it
 here; a stage of every training iteration also goes into `TRAINING`, a per-stage retry count into

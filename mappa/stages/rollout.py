@@ -15,6 +15,7 @@ import time
 from typing import Any
 
 from mappa.agents.agent import Agent, Chat
+from mappa.cluster.handles import WorkerHandle
 from mappa.cluster.rank_group import split_evenly
 from mappa.cluster.ray_cluster import agent_workers
 from mappa.core.types import Problem, Trajectory
@@ -43,7 +44,7 @@ def select_problems(problems: list[Problem], count: int, seed: int, iteration: i
     return chosen
 
 
-def remote_chat(worker: Any):
+def remote_chat(worker: WorkerHandle):
     """An `Agent.chat` function that asks a Ray worker."""
 
     async def chat(chats: list[Chat], params: SamplingParams) -> list[tuple[str, Generation, float]]:

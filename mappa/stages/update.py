@@ -15,6 +15,7 @@ from typing import Any
 
 import ray
 
+from mappa.cluster.handles import WorkerHandle
 from mappa.cluster.ray_cluster import agent_workers
 from mappa.core.types import Experience
 from mappa.stages.stage import Stage, output_parts, register, write_manifest
@@ -23,7 +24,7 @@ from mappa.storage.run import Run
 
 
 def update_agent(
-    run: Run, iteration: int, agent: str, worker: Any, experiences: list[Experience]
+    run: Run, iteration: int, agent: str, worker: WorkerHandle, experiences: list[Experience]
 ) -> dict[str, Any]:
     """Train one agent on its experiences and checkpoint it; reuses a finished agent's result."""
     done = run.parts(iteration, "update", f"agents/{agent}.json")
