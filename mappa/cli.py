@@ -48,8 +48,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     from mappa.storage.run import Run, validate_run_id
     from mappa.storage.store import ArtifactStore
 
-    load_env_problems(config.env.type, config.env.train_data)
-    load_env_problems(config.env.type, config.env.eval_data)
+    train_problems = load_env_problems(config.env.type, config.env.train_data)
+    check_overlap(config, train_problems, load_env_problems(config.env.type, config.env.eval_data))
     check_isolation(config.sandbox.isolation)  # every env runs model-written code
     if args.run_id is not None:
         validate_run_id(args.run_id)
@@ -79,6 +79,24 @@ def cmd_train(args: argparse.Namespace) -> int:
             return failed(exc, args, log, run_id, config.storage.root)
     print_summary(summary)
     return 0
+
+
+def check_overlap(config, train_problems, eval_problems) -> None:
+    """Say how many held-out problems repeat training ones, and what `env.overlap` does about it."""
+    from mappa.envs.overlap import overlap_report
+
+    report = overlap_report(train_problems, eval_problems)
+    if not report["overlapping"]:
+        return
+    examples = ", ".join(f"{e['eval']} ~ {e['train']} ({e['how']})" for e in report["examples"][:3])
+    found = (
+        f"{report['overlapping']} of {report['eval_problems']} held-out problems ({config.env.eval_data}) "
+        f"repeat training problems ({config.env.train_data}), e.g. {examples}"
+    )
+    if config.env.overlap == "error":
+        raise ConfigError(f"{found}; remove them, or set env.overlap=drop (or warn)")
+    action = "left out of evaluations" if config.env.overlap == "drop" else "kept (env.overlap=warn)"
+    console.print(f"[yellow]overlap:[/yellow] {found}: {action}", highlight=False)
 
 
 def continue_command(args: argparse.Namespace, run_id: str, root: str) -> str:
@@ -322,6 +340,11 @@ def print_evaluation(manifest: dict[str, Any], rows: list[dict[str, Any]]) -> No
         f"success rate {manifest['success_rate']:.0%} ({manifest['correct']}/{manifest['problems']})"
         f"{' (already evaluated)' if manifest.get('skipped') else ''}; results: {manifest['output']}"
     )
+    if manifest.get("dropped_for_overlap"):
+        console.print(
+            f"{manifest['dropped_for_overlap']} held-out problem(s) repeating training problems were left "
+            f"out (env.overlap=drop; the list: ROOT/RUN_ID/data_overlap.json)"
+        )
 
 
 def cmd_serve(args: argparse.Namespace) -> int:

@@ -15,6 +15,8 @@ from prefect import flow, get_run_logger
 
 from mappa.cluster.ray_cluster import COACH, release_workers
 from mappa.config import apply_overrides, load_config, validate_config
+from mappa.envs.overlap import overlap_report
+from mappa.envs.registry import load_env_problems
 from mappa.flows.summary import run_summary
 from mappa.sandbox import check_isolation
 from mappa.stages import TRAINING, describe_stage
@@ -47,6 +49,7 @@ def train(
     check_isolation(config.sandbox.isolation)  # before any folder, worker or model: names the fix
     run = Run.create(config, run_id or new_run_id(config.name))
     logger = get_run_logger()
+    record_overlap(run)
     logger.info("run %s -> %s", run.run_id, run.store.url(run.run_id))
     root = config.storage.root
     stages = [configure_stage(name, config, run.run_id) for name in TRAINING]
@@ -71,6 +74,23 @@ def train(
         finally:
             release_workers(run.run_id, [*config.agents, COACH])
     return run_summary(run)
+
+
+def record_overlap(run: Run) -> None:
+    """`RUN/data_overlap.json`: the held-out problems that repeat training ones (`mappa.envs.overlap`)
+    and what `env.overlap` did; a warning line when there are any."""
+    env = run.config.env
+    train, held_out = (load_env_problems(env.type, source) for source in (env.train_data, env.eval_data))
+    report = {**overlap_report(train, held_out), "policy": env.overlap}
+    run.store.write_json(report, run.run_id, "data_overlap.json")
+    if report["overlapping"]:
+        get_run_logger().warning(
+            "%d of %d held-out problems repeat training problems (env.overlap=%s): %s",
+            report["overlapping"],
+            report["eval_problems"],
+            env.overlap,
+            run.store.url(run.run_id, "data_overlap.json"),
+        )
 
 
 def new_run_id(name: str) -> str:

@@ -1,20 +1,21 @@
 """The evaluate stage: a run's agents, with one checkpoint's weights, on held-out problems, greedily.
 
-    {root}/{run_id}/iter-0003/evaluate/results.parquet       one row per problem: answer, correct, seconds
-    {root}/{run_id}/iter-0003/evaluate/trajectories.parquet  one row per action, as the rollout stage's
-    {root}/{run_id}/iter-0003/evaluate/_manifest.json        success rate, problems, timings; written last
-    {root}/{run_id}/base/evaluate/...                        the same for the base model (iteration -1)
+{root}/{run_id}/iter-0003/evaluate/results.parquet one row per problem: answer, correct, seconds
+{root}/{run_id}/iter-0003/evaluate/trajectories.parquet one row per action, as the rollout stage's
+{root}/{run_id}/iter-0003/evaluate/_manifest.json success rate, problems, timings; written last
+{root}/{run_id}/base/evaluate/... the same for the base model (iteration -1)
 
 `execute(run, K, "evaluate")` evaluates the weights saved by iteration K's update (the checkpoint of iteration
-K, which iteration K + 1 would roll out with); `K = -1` evaluates the initial weights, before any update.
-The problems are the first `rollout.eval_problems` of `env.eval_data`, in file order, so every evaluation
-of a run sees the same ones; sampling uses `rollout.eval_temperature` (0: greedy) and the run's seed.
-No coach is asked: an evaluation is graded against the ground truth only.
+K, which iteration K + 1 would roll out with); `K = -1` evaluates the initial weights, before any update. The
+problems are the first `rollout.eval_problems` of `env.eval_data`, in file order, so every evaluation of a run
+sees the same ones (those repeating a training problem left out under `env.overlap: drop`, their count in the
+manifest's `dropped_for_overlap`: `mappa.envs.overlap`); sampling uses `rollout.eval_temperature` (0: greedy)
+and the run's seed. No coach is asked: an evaluation is graded against the ground truth only.
 
 Complete, and skipped, when its manifest matches the config hash, the code version and the hash of the
-evaluated iteration's update output (`mappa.stages.stage`; the base evaluation has no input). Not
-covered: metrics beyond the success rate per problem (no pass@k, no per-kind breakdown), and evaluating
-several envs at once.
+evaluated iteration's update output (`mappa.stages.stage`; the base evaluation has no input). Not covered:
+metrics beyond the success rate per problem (no pass@k, no per-kind breakdown), and evaluating several envs at
+once.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import pandas as pd
 from mappa.core.types import Problem, Trajectory
 from mappa.envs.grading import extract_boxed, extract_flexible, grade_answer
 from mappa.envs.outcome_summary import summarize_by_kind
+from mappa.envs.overlap import find_overlap
 from mappa.envs.registry import load_env_problems
 from mappa.inference.engine import SamplingParams
 from mappa.stages.rollout import roll_out
@@ -87,11 +89,26 @@ def evaluation_rows(run: Run, iteration: int) -> list[dict[str, Any]]:
 
 
 def eval_problems(run: Run) -> list[Problem]:
-    source = run.config.env.eval_data
-    problems = load_env_problems(run.config.env.type, source)
+    """The held-out problems, those that repeat training problems left out under `env.overlap: drop`."""
+    env = run.config.env
+    problems = load_env_problems(env.type, env.eval_data)
     if not problems:
-        raise ValueError(f"env.eval_data {source} holds no problems; point it at a held-out data set")
+        raise ValueError(f"env.eval_data {env.eval_data} holds no problems; point it at a held-out data set")
+    if env.overlap == "drop":
+        repeated = {o.eval_id for o in find_overlap(load_env_problems(env.type, env.train_data), problems)}
+        problems = [p for p in problems if p.id not in repeated]
+        if not problems:
+            raise ValueError(f"every problem of env.eval_data {env.eval_data} repeats a training problem")
     return problems[: run.config.rollout.eval_problems]
+
+
+def dropped_for_overlap(run: Run) -> int:
+    """How many held-out problems `env.overlap: drop` leaves out (0 under `warn` and `error`)."""
+    env = run.config.env
+    if env.overlap != "drop":
+        return 0
+    train, held_out = (load_env_problems(env.type, source) for source in (env.train_data, env.eval_data))
+    return len(find_overlap(train, held_out))
 
 
 def results_frame(trajectories: list[Trajectory]) -> pd.DataFrame:
@@ -186,6 +203,7 @@ def write_evaluation_manifest(
         trajectories=run.store.url(*evaluation_parts(run, iteration, TRAJECTORIES)),
         problems=len(results),
         eval_data=run.config.env.eval_data,
+        dropped_for_overlap=dropped_for_overlap(run),
         temperature=run.config.rollout.eval_temperature,
         correct=int(results["correct"].sum()),
         success_rate=float(results["correct"].mean()),
