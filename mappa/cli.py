@@ -72,7 +72,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     with run_log(config.storage.root, run_id, "train", debug=args.debug) as log:
         try:
             start_temporary_server()  # apart from the terminal: Ctrl-C stops the run, not it
-            summary = train(config_path=args.config, overrides=overrides, run_id=run_id)
+            with run_tags(config):
+                summary = train(config_path=args.config, overrides=overrides, run_id=run_id)
         except KeyboardInterrupt:
             return interrupted(args, run_id, config.storage.root)
         except Exception as exc:  # noqa: BLE001 - one line here, the traceback in the run's log
@@ -97,6 +98,14 @@ def check_overlap(config, train_problems, eval_problems) -> None:
         raise ConfigError(f"{found}; remove them, or set env.overlap=drop (or warn)")
     action = "left out of evaluations" if config.env.overlap == "drop" else "kept (env.overlap=warn)"
     console.print(f"[yellow]overlap:[/yellow] {found}: {action}", highlight=False)
+
+
+def run_tags(config):
+    """Prefect tags of a command's flow runs: `mappa`, the env and the config's name (the runs list filters
+    on them)."""
+    from prefect import tags
+
+    return tags("mappa", f"env:{config.env.type}", f"config:{config.name}")
 
 
 def continue_command(args: argparse.Namespace, run_id: str, root: str) -> str:
@@ -167,7 +176,8 @@ def cmd_resume(args: argparse.Namespace) -> int:
     with run_log(args.root, args.run_id, "resume", debug=args.debug) as log:
         try:
             start_temporary_server()  # apart from the terminal: Ctrl-C stops the run, not it
-            summary = train(overrides=overrides, run_id=args.run_id, resume_root=args.root)
+            with run_tags(config):
+                summary = train(overrides=overrides, run_id=args.run_id, resume_root=args.root)
         except KeyboardInterrupt:
             return interrupted(args, args.run_id, args.root)
         except Exception as exc:  # noqa: BLE001 - one line here, the traceback in the run's log
@@ -270,7 +280,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     with run_log(args.root, args.run_id, "evaluate", debug=args.debug) as log:
         try:
             start_temporary_server()  # apart from the terminal: Ctrl-C stops the run, not it
-            manifest = evaluate(run_id=args.run_id, root=args.root, iteration=iteration)
+            with run_tags(run.config):
+                manifest = evaluate(run_id=args.run_id, root=args.root, iteration=iteration)
         except KeyboardInterrupt:
             return interrupted(args, args.run_id, args.root)
         except Exception as exc:  # noqa: BLE001 - one line here, the traceback in the run's log
@@ -298,7 +309,8 @@ def cmd_rescore(args: argparse.Namespace) -> int:
     with run_log(args.root, args.run_id, "rescore", debug=args.debug) as log:
         try:
             start_temporary_server()  # apart from the terminal: Ctrl-C stops the run, not it
-            result = rescore(args.run_id, args.name, args.root, overrides, args.iteration)
+            with run_tags(run.config):
+                result = rescore(args.run_id, args.name, args.root, overrides, args.iteration)
         except KeyboardInterrupt:
             return interrupted(args, args.run_id, args.root)
         except Exception as exc:  # noqa: BLE001 - one line here, the traceback in the run's log

@@ -21,7 +21,7 @@ from mappa.storage.run import Run
 from mappa.tasks.stages import configure_stage
 
 
-@flow(name="mappa-evaluate", log_prints=True)
+@flow(name="mappa-evaluate", flow_run_name="{run_id}-evaluate", log_prints=True)
 def evaluate(run_id: str, root: str = "runs", iteration: int | None = None) -> dict[str, Any]:
     """Evaluate checkpoint `iteration` of run `run_id` under `root` and return the evaluation's manifest."""
     run = Run.open(root, run_id)

@@ -21,7 +21,7 @@ from mappa.storage.run import Run
 from mappa.tasks.stages import configure_stage
 
 
-@flow(name="mappa-rescore", log_prints=True)
+@flow(name="mappa-rescore", flow_run_name="{run_id}-rescore-{name}", log_prints=True)
 def rescore(
     run_id: str,
     name: str,

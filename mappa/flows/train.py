@@ -12,6 +12,7 @@ import time
 from typing import Any
 
 from prefect import flow, get_run_logger
+from prefect import runtime as prefect_runtime
 
 from mappa.cluster.ray_cluster import COACH, release_workers
 from mappa.config import apply_overrides, load_config, validate_config
@@ -26,7 +27,15 @@ from mappa.storage.run import Run
 from mappa.tasks.stages import configure_stage
 
 
-@flow(name="mappa-train", log_prints=True)
+def flow_run_name() -> str:
+    """The flow run's name in the Prefect UI: the run id (`<id>-resume` for `mappa resume`), or the config's
+    name with the time when the id is generated inside the flow."""
+    parameters = prefect_runtime.flow_run.parameters
+    run_id = parameters.get("run_id") or f"new-run-{time.strftime('%Y%m%d-%H%M%S')}"
+    return f"{run_id}-resume" if parameters.get("resume_root") else run_id
+
+
+@flow(name="mappa-train", flow_run_name=flow_run_name, log_prints=True)
 def train(
     config_path: str | None = None,
     overrides: list[str] | None = None,

@@ -264,7 +264,7 @@ def _report_markdown(run: Run, iteration: int, png: bytes, png_url: str) -> str:
     image = f"data:image/png;base64,{base64.b64encode(png).decode()}"
     lines += ["", "### Curves so far", "", f"![training curves, iterations 0-{iteration}]({image})"]
     lines += ["", "### Files", ""]
-    lines += [f"- {name}: [{url}](<{url}>)" for name, url in _file_urls(run, iteration, png_url)]
+    lines += [f"- {name}: {_path_or_link(url)}" for name, url in _file_urls(run, iteration, png_url)]
     return "\n".join(lines) + "\n"
 
 
@@ -293,6 +293,12 @@ def _summary_lines(run: Run, iteration: int) -> list[str]:
         values = ", ".join(f"{a} {'n/a' if r is None else f'{r:.2f}'}" for a, r in sorted(agreement.items()))
         lines.append(f"- agreement with the rubric coach (Pearson r per agent): {values}")
     return lines
+
+
+def _path_or_link(url: str) -> str:
+    """A link only where a browser can open it (http/https); a local path or an s3:// URL is shown as text
+    (as a link, the Prefect UI would open it against its own server: a 404)."""
+    return f"[{url}](<{url}>)" if url.startswith(("http://", "https://")) else f"`{url}`"
 
 
 def _file_urls(run: Run, iteration: int, png_url: str) -> list[tuple[str, str]]:

@@ -200,6 +200,11 @@ def check_prefect(api_url: str, run_id: str, root: str) -> bytes:
     flow_runs = api("POST", f"{api_url}/flow_runs/filter", json=flow_filter).json()
     flow_runs = [f for f in flow_runs if f["parameters"].get("run_id") == run_id]
     assert len(flow_runs) == len(KILLS) + 1, [f["parameters"] for f in flow_runs]
+    names = [f["name"] for f in reversed(flow_runs)]  # named after the run, found by it in the UI's list
+    assert names == [run_id] + [f"{run_id}-resume"] * len(KILLS), names
+    assert all({"mappa", "env:mathchat", "config:fault"} <= set(f["tags"]) for f in flow_runs), flow_runs[0][
+        "tags"
+    ]
     ids = {"any_": [f["id"] for f in flow_runs]}
     task_runs = api("POST", f"{api_url}/task_runs/filter", json={"flow_runs": {"id": ids}}).json()
     logs = api("POST", f"{api_url}/logs/filter", json={"logs": {"flow_run_id": ids}}).json()

@@ -62,7 +62,8 @@ def test_iteration_reports_inside_a_flow(prefect_harness, synthetic_run):
     assert "coach: `rubric`, parse status: fallback 1, ok 5" in text and "solver 0.50" in text
     assert "correct minus incorrect trajectories: +1.50" in text
     assert "| rollout | 11.0 |" in text and "| update | 4.0 |" in text
-    assert f"(<{run.store.url(*output_parts(run, 1, 'score'))}>)" in text
+    score_file = run.store.url(*output_parts(run, 1, "score"))
+    assert f"`{score_file}`" in text and "](<" not in text  # paths as text: as links the UI would 404
     png = run.store.read_bytes(*run.parts(1, "report", "curves.png"))
     assert published[1]["png_url"] == run.store.url(*run.parts(1, "report", "curves.png"))
     embedded = re.search(r"\(data:image/png;base64,([A-Za-z0-9+/=]+)\)", text).group(1)
