@@ -97,6 +97,14 @@ class AgentConfig(_Section):
     """Train a LoRA adapter on this agent instead of all its weights (needs `pip install peft`)."""
 
 
+class CoachPhase(_Section):
+    """One phase of `coach.schedule`: `template` scores the iterations before `until` (the last phase may
+    leave `until` out: every later iteration)."""
+
+    until: int | None = Field(None, ge=1)
+    template: str
+
+
 class CoachConfig(_Section):
     """The coach that scores every action 0-10 (`mappa.coach`)."""
 
@@ -127,6 +135,32 @@ class CoachConfig(_Section):
     max_new_tokens: int = Field(160, ge=8, le=4096)
     fallback_score: float = Field(5.0, ge=0, le=10)
     """Score recorded (and marked `fallback`) when the coach's answer cannot be parsed after one re-ask."""
+    schedule: list[CoachPhase] = Field(default_factory=list)
+    """Phase-aware coaching: the template by iteration, e.g. `[{until: 5, template: mathchat-reliability},
+    {template: mathchat}]` (iterations 0-4 with the first, then the second); empty: `template` throughout.
+    The template in force is recorded on every score row and in the score manifest."""
+
+    @field_validator("schedule")
+    @classmethod
+    def _phases_in_order(cls, schedule: list[CoachPhase]) -> list[CoachPhase]:
+        ends = [phase.until for phase in schedule]
+        if any(end is None for end in ends[:-1]):
+            raise ValueError("only the last phase of coach.schedule may leave out `until`")
+        bounded = [end for end in ends if end is not None]
+        if bounded != sorted(set(bounded)):
+            raise ValueError("the phases' `until` must increase: [{until: 5, ...}, {until: 10, ...}, {...}]")
+        return schedule
+
+    def for_iteration(self, iteration: int) -> CoachConfig:
+        """This coach as it scores iteration `iteration`: the template its schedule gives it there."""
+        for phase in self.schedule:
+            if phase.until is None or iteration < phase.until:
+                return self.model_copy(update={"template": phase.template})
+        return self
+
+    def templates(self) -> list[str]:
+        """Every template this coach may use."""
+        return list(dict.fromkeys([self.template, *(phase.template for phase in self.schedule)]))
 
     @field_validator("api_key_env")
     @classmethod

@@ -42,8 +42,10 @@ def build_coach(
 
 
 def check_coach_template(config: CoachConfig) -> None:
-    """Raise a ValueError naming the fix, before any work starts, when the coach's template is missing or
-    lacks what `coach.scoring` needs (criteria questions for `criteria`)."""
+    """Raise a ValueError naming the fix, before any work starts, when a template of the coach (its
+    schedule's too) is missing or lacks what `coach.scoring` needs (criteria questions for `criteria`)."""
+    for name in config.templates()[1:]:
+        check_coach_template(config.model_copy(update={"template": name, "schedule": []}))
     template = load_template(config.template)
     if config.type == "local" and config.scoring == "criteria" and not template.criteria:
         raise ValueError(

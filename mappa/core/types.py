@@ -106,6 +106,8 @@ class ActionScore:
     coach_model: str
     parse_status: str = "ok"
     used_ground_truth: bool = False
+    template: str | None = None
+    """The coach template in force for the action's iteration (`coach.schedule`), set by the score stage."""
 
 
 def action_id(trajectory_id: str, index: int) -> str:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter
+from dataclasses import replace
 from typing import Any
 
 from mappa.cluster.ray_cluster import COACH, coach_worker
@@ -74,6 +75,7 @@ def score_actions(
     `stage`'s output and its manifest (the score stage, or a re-scoring: `mappa.stages.rescore`)."""
     started = time.perf_counter()
     config = run.config
+    coach_config = coach_config.for_iteration(iteration)  # the template its schedule gives this iteration
     trajectories = frame_to_trajectories(run.store.read_parquet(*output_parts(run, iteration, "rollout")))
     local = coach_config.type == "local"
     chat_fn, logprob_fn, grouped_fn = (
@@ -86,6 +88,7 @@ def score_actions(
     scores = asyncio.run(
         score_trajectories(coach, trajectories, spec.roles, coach_config, reference_fn=reference)
     )
+    scores = [replace(score, template=coach_config.template) for score in scores]
     frame = scores_to_frame(scores)
     run.store.write_parquet(frame, *output_parts(run, iteration, stage))
     status = Counter(s.parse_status for s in scores)
@@ -107,6 +110,7 @@ def score_actions(
         rows=len(frame),
         timings={"total_s": time.perf_counter() - started},
         coach_model=coach.model_name,
+        template=coach_config.template,
         used_ground_truth=coach_config.use_ground_truth,
         parse_status=dict(status),
         bias=bias,

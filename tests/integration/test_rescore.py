@@ -1,6 +1,7 @@
 """`mappa rescore` on a finished run (a copy of the session's two-iteration MathChat run): another coach
-scores the stored trajectories into `iter-K/rescore/NAME/`, a second call asks the coach nothing, the run's
-own scores, advantages and checkpoints stay as they were, and `mappa inspect --coaches` compares."""
+(with a phase-aware schedule of templates) scores the stored trajectories into `iter-K/rescore/NAME/`, a
+second call asks the coach nothing, the run's own scores, advantages and checkpoints stay as they were,
+and `mappa inspect --coaches` compares."""
 
 from __future__ import annotations
 
@@ -44,6 +45,7 @@ def test_rescore_scores_again_for_free_leaves_the_run_alone_and_compares(
     shutil.copytree(Path(run.store.path(run.run_id)), root / run.run_id)
     before = fingerprints(root / run.run_id)
     coach = [f"coach.base_url={coach_server.base_url}", "coach.model=scripted-coach", "coach.max_retries=0"]
+    coach.append("coach.schedule=[{until: 1, template: mathchat-reliability}, {template: mathchat}]")
     judge = ["rescore", run.run_id, "--root", str(root), "--as", "judge", "--set", "coach.type=openai"]
     judge += [part for setting in coach for part in ("--set", setting)]
 
@@ -57,6 +59,8 @@ def test_rescore_scores_again_for_free_leaves_the_run_alone_and_compares(
         assert list(again.columns) == list(own.columns) and set(again["action_id"]) == set(own["action_id"])
         manifest = copy.read_manifest(k, "rescore/judge")
         assert manifest["coach_model"] == "scripted-coach" and manifest["rows"] == len(own)
+        phase = "mathchat-reliability" if k == 0 else "mathchat"  # the schedule's template, on every row
+        assert manifest["template"] == phase and set(again["template"]) == {phase}
     out = capsys.readouterr().out
     assert "coaches against the run's coach" in out and "spearman" in out and "auc_other" in out
 

@@ -143,7 +143,8 @@ def test_template_resolution_versions_and_errors(tmp_path):
     template = load_template("mathchat")
     assert template.name == "mathchat" and len(template.version) == 12
     assert load_template("generic").version != template.version
-    with pytest.raises(ValueError, match=r"`nosuch` not found.*templates: dsbench, generic, mathchat"):
+    available = r"`nosuch` not found.*templates: dsbench, dsbench-reliability, generic, mathchat"
+    with pytest.raises(ValueError, match=available):
         load_template("nosuch")
     custom = tmp_path / "mine.txt"
     custom.write_text("<<system>>\nJudge.\n<<user>>\n${agent} said ${response}\nPROCESS_SCORE: <0-10>\n")

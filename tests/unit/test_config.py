@@ -177,3 +177,28 @@ def test_old_logprobs_auto_takes_the_rollouts_only_where_they_are_the_trainers_o
     assert resolved("trainer.type=deepspeed") == "recompute"
     assert resolved("engine.type=vllm", "algo.old_logprobs=rollout") == "rollout"  # asked for: as given
     assert resolved("algo.old_logprobs=recompute") == "recompute"
+
+
+def test_a_coach_schedule_gives_each_iteration_its_template_and_is_checked():
+    from mappa.coach.build import check_coach_template
+
+    schedule = "coach.schedule=[{until: 2, template: mathchat-reliability}, {template: mathchat}]"
+    coach = load_config("configs/mathchat-cpu.yaml", [schedule]).coach
+    assert [coach.for_iteration(k).template for k in range(4)] == ["mathchat-reliability"] * 2 + [
+        "mathchat"
+    ] * 2
+    assert (
+        load_config("configs/mathchat-cpu.yaml").config_hash()
+        != load_config("configs/mathchat-cpu.yaml", [schedule]).config_hash()
+    )
+    with pytest.raises(ConfigError, match="only the last phase"):
+        load_config("configs/mathchat-cpu.yaml", ["coach.schedule=[{template: a}, {until: 3, template: b}]"])
+    with pytest.raises(ConfigError, match="must increase"):
+        load_config(
+            "configs/mathchat-cpu.yaml", ["coach.schedule=[{until: 3, template: a}, {until: 2, template: b}]"]
+        )
+    missing = load_config(
+        "configs/mathchat-cpu.yaml", ["coach.schedule=[{until: 3, template: nosuch}]"]
+    ).coach
+    with pytest.raises(ValueError, match="`nosuch` not found"):
+        check_coach_template(missing)
