@@ -74,3 +74,20 @@ def test_per_kind_figures_reach_manifests_inspect_and_evaluation(finished_run):
     assert len(results) == 2 and {"kind", "metric", "fair_score"} <= set(results.columns)
     evaluated = run.store.read_json(*run.parts(0, "evaluate", "_manifest.json"))
     assert evaluated["by_kind"] and evaluated["eval_data"] == "builtin:eval"
+
+
+def test_a_rescoring_compares_per_agent_and_per_kind_and_the_watch_reports_answers(
+    finished_run, capsys, monkeypatch
+):
+    from mappa import cli
+    from mappa.cli import main
+
+    monkeypatch.setattr(cli.console, "width", 200)
+    run, _ = finished_run
+    args = ["rescore", run.run_id, "--root", run.store.root, "--as", "outcome", "--set", "coach.type=outcome"]
+    assert main(args) == 0
+    assert main(["inspect", run.run_id, "--root", run.store.root, "--coaches"]) == 0
+    out = capsys.readouterr().out
+    assert "per agent and task kind" in out and ("regression" in out or "classification" in out)
+    score = run.read_manifest(0, "score")
+    assert score["bias_warnings"] == [] and isinstance(score["answer_shares"], dict)
