@@ -8,6 +8,9 @@ collection per kind whose versions are the iterations):
                          approx KL, grad norm, trainer tokens/s
     mappa-<run>-report   markdown: success rate, coach model and parse statuses, rubric agreement and
                          score gap when recorded, stage timings, the curves PNG, links to the files
+    mappa-<run>-progress table, one row per finished iteration so far: success rate, mean coach score and
+                         KL per agent, seconds per stage (the run's progress on one page)
+    mappa-<run>-report-iter-000K   the iteration's markdown report under a key of its own
     mappa-<run>-kinds    table, one row per task kind (DSBench: regression, classification), where the
                          env grades by kind: success, relative score, metric means, coach mean per agent
 
@@ -57,7 +60,7 @@ from prefect.logging import get_run_logger
 from mappa.envs.outcome_summary import kind_rows
 from mappa.stages.stage import TRAINING, Stage, get_stage, output_parts, register
 from mappa.storage.curves import COLUMNS, SCORE_STATS, TRAINER_METRICS, plot_curves
-from mappa.storage.run import MANIFEST, Run
+from mappa.storage.run import MANIFEST, Run, iteration_label
 
 AGENT_COLUMNS = ("agent", *SCORE_STATS, *TRAINER_METRICS)
 _ITERATION_FOLDER = re.compile(r"^iter-(\d{4,})$")
@@ -113,6 +116,19 @@ def publish_iteration_report(run: Run, iteration: int) -> dict[str, Any]:
             errors,
         ),
     }
+    artifacts["iteration"] = create_artifact(  # each iteration's report under a key of its own
+        artifact_key(run.run_id, f"report-{iteration_label(iteration)}"),
+        lambda key: create_markdown_artifact(markdown, key=key, description=describe, _sync=True),
+        errors,
+    )
+    progress = [_rounded(row) for row in progress_rows(run, curves)]
+    artifacts["progress"] = create_artifact(
+        artifact_key(run.run_id, "progress"),
+        lambda key: create_table_artifact(
+            progress, key=key, description=f"run {run.run_id}: one row per iteration", _sync=True
+        ),
+        errors,
+    )
     kinds = [_rounded(row) for row in kind_rows_of(run, iteration)]
     if kinds:  # per task kind (DSBench: regression vs classification), where the env grades by kind
         artifacts["kinds"] = create_artifact(
@@ -123,6 +139,27 @@ def publish_iteration_report(run: Run, iteration: int) -> dict[str, Any]:
             errors,
         )
     return {"iteration": iteration, "png_url": png_url, "artifacts": artifacts, "errors": errors}
+
+
+def progress_rows(run: Run, curves: pd.DataFrame) -> list[dict[str, Any]]:
+    """The run's progress, one row per finished iteration of `curves`: success rate, each agent's mean
+    coach score and KL, each stage's seconds."""
+    rows = []
+    for iteration, frame in curves.groupby("iteration", sort=True):
+        row: dict[str, Any] = {
+            "iteration": int(iteration),
+            "success_rate": float(frame["success_rate"].iloc[0]),
+        }
+        for agent_row in frame.to_dict("records"):
+            row[f"score {agent_row['agent']}"] = agent_row["mean_score"]
+        for agent_row in frame.to_dict("records"):
+            row[f"kl {agent_row['agent']}"] = agent_row["kl"]
+        for stage in TRAINING:
+            if run.has_manifest(int(iteration), stage):
+                seconds = run.read_manifest(int(iteration), stage).get("timings", {}).get("total_s")
+                row[f"{stage} s"] = seconds
+        rows.append(row)
+    return rows
 
 
 def finished_iterations(run: Run) -> list[int]:

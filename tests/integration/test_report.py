@@ -55,6 +55,19 @@ def test_iteration_reports_inside_a_flow(prefect_harness, synthetic_run):
     assert rows["executor"]["tokens_per_s"] == 200.0 and rows["executor"]["clip_fraction"] == 0.1
     assert rows["verifier"]["mean_score"] == 7.0 and rows["verifier"]["kl"] is None  # frozen agent
 
+    progress = [
+        a for a in read_artifacts(artifact_key(run.run_id, "progress")) if str(a.flow_run_id) == flow_run_id
+    ]
+    rows = json.loads(progress[0].data)  # the latest version holds every iteration so far
+    assert [row["iteration"] for row in rows] == [0, 1] and [row["success_rate"] for row in rows] == [
+        0.25,
+        0.5,
+    ]
+    assert rows[1]["score solver"] == 5.0 and rows[1]["kl executor"] == 0.002 and rows[1]["rollout s"] == 11.0
+    for iteration in (0, 1):  # each iteration's report stays reachable under its own key
+        (own,) = read_artifacts(artifact_key(run.run_id, f"report-iter-000{iteration}"))[:1]
+        assert f"iteration {iteration}" in own.data
+
     markdown = read_artifacts(artifact_key(run.run_id, "report"))[0]
     assert str(markdown.id) == published[1]["artifacts"]["report"]["id"]
     text = markdown.data
@@ -97,8 +110,8 @@ def test_an_unreachable_api_is_reported_not_raised(synthetic_run):
     unattached = pytest.warns(FutureWarning, match="outside of a flow or task run")
     with temporary_settings({PREFECT_API_URL: f"http://127.0.0.1:{port}/api"}), unattached:
         published = publish_iteration_report(synthetic_run, 0)
-    assert [a["id"] for a in published["artifacts"].values()] == [None, None]
-    assert len(published["errors"]) == 2 and "agents" in published["errors"][0]
+    assert [a["id"] for a in published["artifacts"].values()] == [None] * 4
+    assert len(published["errors"]) == 4 and "agents" in published["errors"][0]
     assert synthetic_run.store.exists(*synthetic_run.parts(0, "report", "curves.png"))
 
 
