@@ -501,7 +501,8 @@ def load_config(path: str | Path | None, overrides: list[str] | None = None) -> 
     if path is not None:
         path = Path(path)
         if not path.is_file():
-            raise ConfigError(f"config file {path} does not exist; see configs/ for ready ones")
+            where = "" if path.is_absolute() else f" (relative to {Path.cwd()}, where this process runs)"
+            raise ConfigError(f"config file {path} does not exist{where}; see configs/ for ready ones")
         try:
             data = yaml.safe_load(path.read_text()) or {}
         except yaml.YAMLError as exc:

@@ -23,7 +23,14 @@ from mappa.tasks.stages import configure_stage
 
 @flow(name="mappa-evaluate", flow_run_name="{run_id}-evaluate", log_prints=True)
 def evaluate(run_id: str, root: str = "runs", iteration: int | None = None) -> dict[str, Any]:
-    """Evaluate checkpoint `iteration` of run `run_id` under `root` and return the evaluation's manifest."""
+    """Evaluate checkpoint `iteration` of run `run_id` under `root` and return the evaluation's manifest.
+
+    Args:
+        run_id: The run to evaluate.
+        root: Its storage root: a folder (relative to where `mappa serve` runs) or a URL (s3://bucket/runs).
+        iteration: The checkpoint: that iteration's update (default: the last finished one); -1 evaluates
+            the base model.
+    """
     run = Run.open(root, run_id)
     if iteration is None:
         iteration = last_trained_iteration(run)

@@ -46,6 +46,18 @@ def train(
     """Train a run for `iterations` (default: the config's) and return its summary.
 
     With `resume_root` (and `run_id`), the run's stored config is used instead of `config_path`.
+
+    Args:
+        config_path: The run's YAML config, e.g. configs/mathchat-cpu.yaml. A relative path is relative to
+            the folder `mappa serve` (or the worker) runs in, usually the project's checkout; a path that
+            does not exist there is refused before anything starts. Not needed with resume_root.
+        overrides: Dotted settings applied on top of the config, one per entry, e.g. ["algo.beta=0.02",
+            "rollout.problems_per_iteration=32"] (values are read as YAML).
+        run_id: The run's name (letters, digits, '-', '_', '.'); a run id that exists continues that run
+            (with the same config). Empty: <config name>-<time>.
+        iterations: How many iterations the run should have in all (default: the config's).
+        resume_root: The storage root of an existing run to continue (e.g. runs or s3://bucket/runs), with
+            run_id: its stored config is used and config_path is ignored.
     """
     overrides = list(overrides or [])
     if iterations is not None:

@@ -202,3 +202,18 @@ def test_a_coach_schedule_gives_each_iteration_its_template_and_is_checked():
     ).coach
     with pytest.raises(ValueError, match="`nosuch` not found"):
         check_coach_template(missing)
+
+
+def test_the_deployments_parameters_explain_themselves_in_the_run_form():
+    from prefect.utilities.callables import parameter_schema
+
+    from mappa.flows.evaluate import evaluate
+    from mappa.flows.train import train
+
+    for flow in (train, evaluate):
+        properties = parameter_schema(flow).model_dump()["properties"]
+        assert all(p.get("description") for p in properties.values()), properties
+    described = parameter_schema(train).model_dump()["properties"]["config_path"]["description"]
+    assert "relative to the folder `mappa serve`" in " ".join(described.split())
+    with pytest.raises(ConfigError, match=r"configs/nope.yaml does not exist \(relative to /"):
+        load_config("configs/nope.yaml")
