@@ -1,4 +1,4 @@
-"""The `mappa` command: train | resume | inspect | evaluate | serve | models.
+"""The `mappa` command: train | resume | retry | inspect | evaluate | rescore | serve | models.
 
 `mappa train CONFIG --set k=v --run-id ID` validates the config before anything starts, runs the Prefect
 flow in this process (against PREFECT_API_URL when set, else Prefect's embedded server; Ray workers never
@@ -184,6 +184,51 @@ def cmd_resume(args: argparse.Namespace) -> int:
             return failed(exc, args, log, args.run_id, args.root)
     print_summary(summary)
     return 0
+
+
+def cmd_retry(args: argparse.Namespace) -> int:
+    """`mappa retry <flow run id | run id>`: continue the run a failed or crashed `mappa-train` flow run
+    worked on (what `prefect flow-run retry` does for deployment runs; a CLI-started run has no deployment
+    to retry from). Finished stages are skipped, as with `mappa resume`."""
+    import uuid
+
+    run_id, root = args.target, args.root
+    try:
+        flow_run_id = uuid.UUID(args.target)
+    except ValueError:
+        flow_run_id = None
+    if flow_run_id is not None:
+        run_id, root = flow_run_target(flow_run_id)
+    resume = argparse.Namespace(
+        command="resume", run_id=run_id, root=root, iterations=None, set=args.set, debug=args.debug
+    )
+    return cmd_resume(resume)
+
+
+def flow_run_target(flow_run_id) -> tuple[str, str]:
+    """The run id and storage root a `mappa-train` flow run worked on, from its parameters."""
+    from prefect.client.orchestration import get_client
+    from prefect.exceptions import ObjectNotFound
+
+    from mappa.flows.temporary_server import start_temporary_server
+
+    start_temporary_server()
+    with get_client(sync_client=True) as client:
+        try:
+            flow_run = client.read_flow_run(flow_run_id)
+        except ObjectNotFound:
+            raise ValueError(
+                f"no flow run {flow_run_id} on the Prefect server {client.api_url}; check PREFECT_API_URL"
+            ) from None
+    parameters = flow_run.parameters
+    if not parameters.get("run_id"):
+        raise ValueError(f"flow run {flow_run_id} ({flow_run.name}) names no run_id; use mappa resume RUN_ID")
+    root = parameters.get("resume_root")
+    if not root:
+        root = load_config(
+            parameters.get("config_path"), list(parameters.get("overrides") or [])
+        ).storage.root
+    return parameters["run_id"], root
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
@@ -436,6 +481,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     resume.add_argument("--debug", action="store_true", help=DEBUG_HELP)
     resume.set_defaults(func=cmd_resume)
+    retry = sub.add_parser(
+        "retry", help="continue the run of a failed flow run (a flow run id from the UI) or a run id"
+    )
+    retry.add_argument("target", help="a mappa-train flow run id, or a run id")
+    retry.add_argument("--root", default="runs", help="with a run id: its storage root (default: runs)")
+    retry.add_argument("--set", action="append", metavar="KEY=VALUE", help="as for mappa resume")
+    retry.add_argument("--debug", action="store_true", help=DEBUG_HELP)
+    retry.set_defaults(func=cmd_retry)
     inspect = sub.add_parser("inspect", help="show a run's iterations, agent scores, a trajectory or curves")
     inspect.add_argument("run_id")
     inspect.add_argument("--root", default="runs", help="the run's storage root (default: runs)")

@@ -1,7 +1,8 @@
 """A score stage that fails, through the CLI: an outage that outlasts the stage's retries ends `mappa train`
 with one line (the stage, the error, the log file that holds the traceback, the command that continues);
-`mappa resume` with retries then rides out a passing outage (the score task retries, retries.score) and
-finishes, asking the coach only for the answers it did not get before."""
+`mappa retry <the failed flow run's id>` (what the README offers for CLI-started runs, which `prefect
+flow-run retry` cannot retry) with retries then rides out a passing outage (the score task retries,
+retries.score) and finishes, asking the coach only for the answers it did not get before."""
 
 from __future__ import annotations
 
@@ -16,6 +17,14 @@ from mappa.stages import output_parts
 from mappa.storage.run import Run
 
 pytestmark = pytest.mark.slow
+
+
+def flow_runs_named(name: str) -> list:
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterName
+
+    with get_client(sync_client=True) as client:
+        return client.read_flow_runs(flow_run_filter=FlowRunFilter(name=FlowRunFilterName(any_=[name])))
 
 
 def test_a_failed_stage_is_one_line_and_a_resume_with_retries_asks_only_for_missing_answers(
@@ -43,8 +52,11 @@ def test_a_failed_stage_is_one_line_and_a_resume_with_retries_asks_only_for_miss
     assert "Traceback" in logs[0].read_text() and "CoachUnavailableError" in logs[0].read_text()
 
     coach_server.state.fail_next = 2  # a passing outage: two requests answered with HTTP 503
-    resume = ["resume", "retry-run", "--root", str(root), "--set", "retries.score=2"]
-    assert main(resume) == 0, capfd.readouterr()
+    (failed,) = flow_runs_named("retry-run")  # the CLI-started flow run, as the UI lists it
+    assert failed.state.is_failed() and {"mappa", "config:retry"} <= set(failed.tags)
+    retry = ["retry", str(failed.id), "--set", "retries.score=2"]  # the flow run id, as copied from the UI
+    assert main(retry) == 0, capfd.readouterr()
+    assert len(flow_runs_named("retry-run-resume")) == 1
 
     run = Run.open(str(root), "retry-run")
     kinds = Counter((e["stage"], e["kind"]) for e in run.events())
