@@ -23,6 +23,7 @@ from mappa.envs.outcome_summary import summarize_by_kind
 from mappa.envs.registry import get_env_spec, load_env_problems
 from mappa.inference.engine import Generation, SamplingParams
 from mappa.sandbox import SandboxLimits
+from mappa.stages.progress import StageProgress
 from mappa.stages.stage import Stage, output_parts, register, write_manifest
 from mappa.storage.frames import trajectories_to_frame
 from mappa.storage.run import Run, iteration_name
@@ -87,8 +88,12 @@ def roll_out(
     agents = build_agents(run, workers, params)
     spec = get_env_spec(run.config.env.type)
 
-    def run_batch(batch: list[tuple[str, Problem]]):
-        return spec.run(batch, agents, sandbox_limits(run), run.config.env)
+    progress = StageProgress("rollout", iteration, len(problems), "trajectories")
+
+    async def run_batch(batch: list[tuple[str, Problem]]):
+        trajectories = await spec.run(batch, agents, sandbox_limits(run), run.config.env)
+        progress.advance(len(batch))
+        return trajectories
 
     return asyncio.run(run_batches(run_batch, problems, run.config.rollout.concurrent_batches))
 

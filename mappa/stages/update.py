@@ -18,6 +18,7 @@ import ray
 from mappa.cluster.handles import WorkerHandle
 from mappa.cluster.ray_cluster import agent_workers
 from mappa.core.types import Experience
+from mappa.stages.progress import StageProgress
 from mappa.stages.stage import Stage, output_parts, register, write_manifest
 from mappa.storage.frames import frame_to_experiences
 from mappa.storage.run import Run
@@ -93,9 +94,11 @@ def update_agents(run: Run, iteration: int) -> dict[str, Any]:
     experiences = frame_to_experiences(run.store.read_parquet(*output_parts(run, iteration, "advantages")))
     workers = agent_workers(run, iteration)
     metrics = {}
-    for agent, config in run.config.agents.items():
-        if config.trainable:
-            metrics[agent] = update_agent(run, iteration, agent, workers[agent], experiences)
+    trainable = [agent for agent, config in run.config.agents.items() if config.trainable]
+    progress = StageProgress("update", iteration, len(trainable), "agents trained")
+    for agent in trainable:
+        metrics[agent] = update_agent(run, iteration, agent, workers[agent], experiences)
+        progress.advance()
     run.store.write_json(metrics, *output_parts(run, iteration, "update"))
     return write_manifest(
         run,

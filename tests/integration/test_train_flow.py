@@ -71,3 +71,16 @@ def test_second_run_with_same_id_skips_finished_stages(mathchat_run):
     after = {(i, s): run.read_manifest(i, s)["finished_at"] for i in (0, 1) for s in TRAINING}
     assert before == after
     assert sum(e["kind"] == "started" for e in run.events()) == started  # Prefect's cache answered
+
+
+def test_long_stages_report_their_progress_to_prefect(mathchat_run):
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterType
+
+    with get_client(sync_client=True) as client:
+        found = client.read_artifacts(
+            artifact_filter=ArtifactFilter(type=ArtifactFilterType(any_=["progress"]))
+        )
+    done = {a.description: a.data for a in found}
+    assert done.get("rollout of iteration 1: 3/3 trajectories") == 100.0, done
+    assert done.get("update of iteration 1: 3/3 agents trained") == 100.0, done
