@@ -23,6 +23,7 @@ from mappa.sandbox import check_isolation
 from mappa.stages import TRAINING, describe_stage
 from mappa.stages.evaluate import evaluation_rows
 from mappa.stages.report import publish_evaluation
+from mappa.stages.trackers import log_scalars
 from mappa.storage.run import Run
 from mappa.tasks.stages import configure_stage
 
@@ -90,7 +91,13 @@ def train(
                 publish(root, run.run_id, iteration)
                 every = config.rollout.eval_every
                 if every and (iteration + 1) % every == 0:
-                    logger.info(describe_stage("evaluate", iteration, evaluate(root, run.run_id, iteration)))
+                    state = evaluate(root, run.run_id, iteration, return_state=True)
+                    evaluated = state.result()
+                    if state.name == "Cached" or evaluated.get("skipped"):
+                        evaluated = {**evaluated, "skipped": True}
+                    else:  # logged once, when the evaluation ran
+                        log_scalars(run, iteration, {"val/success_rate": evaluated["success_rate"]})
+                    logger.info(describe_stage("evaluate", iteration, evaluated))
                     publish_evaluation(run, iteration, evaluation_rows(run, iteration))
         finally:
             release_workers(run.run_id, [*config.agents, COACH])

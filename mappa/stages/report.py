@@ -59,6 +59,7 @@ from prefect.logging import get_run_logger
 
 from mappa.envs.outcome_summary import kind_rows
 from mappa.stages.stage import TRAINING, Stage, get_stage, output_parts, register
+from mappa.stages.trackers import log_iteration
 from mappa.storage.curves import COLUMNS, SCORE_STATS, TRAINER_METRICS, plot_curves
 from mappa.storage.run import MANIFEST, Run, iteration_label
 
@@ -99,11 +100,16 @@ def publish_iteration_report(run: Run, iteration: int) -> dict[str, Any]:
     png = buffer.getvalue()
     run.store.write_bytes(png, *curves_png_parts(run, iteration))
     png_url = run.store.url(*curves_png_parts(run, iteration))
+    errors: list[str] = []
+    try:  # TensorBoard: a tracker must not stop training either
+        log_iteration(run, iteration, curves)
+    except (OSError, ValueError, KeyError) as exc:
+        _logger().warning("TensorBoard scalars of iteration %d not written: %s", iteration, exc)
+        errors.append(f"tensorboard: {exc}")
     agents = curves.loc[curves["iteration"] == iteration, list(AGENT_COLUMNS)]
     rows = [_rounded(row) for row in agents.to_dict("records")]
     markdown = _report_markdown(run, iteration, png, png_url)
     describe = f"run {run.run_id}, iteration {iteration}"
-    errors: list[str] = []
     artifacts = {
         "agents": create_artifact(
             artifact_key(run.run_id, "agents"),

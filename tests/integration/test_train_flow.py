@@ -84,3 +84,31 @@ def test_long_stages_report_their_progress_to_prefect(mathchat_run):
     done = {a.description: a.data for a in found}
     assert done.get("rollout of iteration 1: 3/3 trajectories") == 100.0, done
     assert done.get("update of iteration 1: 3/3 agents trained") == 100.0, done
+
+
+def test_every_iteration_is_in_tensorboard_once_under_verl_like_names(mathchat_run):
+    """Read back with TensorBoard's own reader, after the same run id ran again (it logged nothing twice)."""
+    from tensorboard.backend.event_processing.event_multiplexer import EventMultiplexer
+
+    run, _, _ = mathchat_run
+    events = EventMultiplexer().AddRunsFromDirectory(run.store.path(run.run_id, "tensorboard")).Reload()
+    scalars: dict[str, list[int]] = {}
+    for name in events.Runs():
+        for tag in events.GetAccumulator(name).Tags()["scalars"]:
+            scalars.setdefault(tag, []).extend(e.step for e in events.Scalars(name, tag))
+    for agent in ("solver", "executor", "verifier"):
+        for name in (
+            "critic/score/mean",
+            "critic/score/std",
+            "critic/advantages/mean",
+            "critic/returns/mean",
+            "actor/kl",
+            "response_length/mean",
+        ):
+            assert sorted(scalars[f"{name}/{agent}"]) == [0, 1], (name, agent, sorted(scalars))
+    assert sorted(scalars["actor/pg_loss/solver"]) == [0, 1] and sorted(
+        scalars["actor/grad_norm/executor"]
+    ) == [0, 1]
+    for name in ("train/success_rate", "timing_s/rollout", "timing_s/update", "coach/parse/ok"):
+        assert sorted(scalars[name]) == [0, 1], name
+    assert scalars["val/success_rate"] == [1]  # evaluated after iteration 1 only (eval_every: 2)

@@ -1,0 +1,112 @@
+"""Experiment trackers: each finished iteration's figures as scalars, for the tools researchers follow RL runs
+in. TensorBoard is on by default: event files under the run (`ROOT/RUN_ID/tensorboard/`), read with
+`tensorboard --logdir ROOT/RUN_ID/tensorboard` (for an S3 root they are written locally and copied there).
+
+Names follow verl's, with the agent last (`critic/score/mean/solver`, `actor/pg_loss/executor`,
+`actor/kl/verifier`, `response_length/mean/solver`, `timing_s/rollout`, `train/success_rate`,
+`coach/parse/fallback`), one step per iteration. `iteration_metrics` reads them from the run's artifacts;
+`log_iteration` writes them (the report stage calls it once per iteration; a resumed run does not report a
+finished iteration again), and the train flow logs `val/success_rate` after each evaluation. Nothing secret
+is logged: only numbers derived from the artifacts.
+
+Not covered: W&B and MLflow sinks (a `MetricsSink` each would take `log(step, scalars)`), per-step (micro-
+batch) curves.
+"""
+
+from __future__ import annotations
+
+import math
+import tempfile
+from pathlib import Path
+from typing import Protocol
+
+import pandas as pd
+
+from mappa.stages.stage import TRAINING, output_parts
+from mappa.storage.run import Run
+
+TENSORBOARD = "tensorboard"
+
+
+class MetricsSink(Protocol):
+    def log(self, step: int, scalars: dict[str, float]) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class TensorBoardSink:
+    """Event files in `folder` (torch's SummaryWriter: no TensorFlow needed)."""
+
+    def __init__(self, folder: Path) -> None:
+        from torch.utils.tensorboard import SummaryWriter
+
+        self.writer = SummaryWriter(log_dir=str(folder))
+
+    def log(self, step: int, scalars: dict[str, float]) -> None:
+        for name, value in sorted(scalars.items()):
+            self.writer.add_scalar(name, value, global_step=step)
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+def _mean_of_lists(column: pd.Series) -> float:
+    values = [float(v) for row in column for v in row]
+    return sum(values) / len(values) if values else math.nan
+
+
+def iteration_metrics(run: Run, iteration: int, curves: pd.DataFrame) -> dict[str, float]:
+    """The scalars of a finished iteration (`curves`: `mappa.stages.report.run_curves`' rows)."""
+    scalars: dict[str, float] = {}
+    names = {
+        "mean_score": "critic/score/mean",
+        "std_score": "critic/score/std",
+        "loss": "actor/pg_loss",
+        "kl": "actor/kl",
+        "approx_kl": "actor/ppo_kl",
+        "clip_fraction": "actor/pg_clipfrac",
+        "grad_norm": "actor/grad_norm",
+        "tokens_per_s": "perf/tokens_per_s",
+    }
+    for row in curves[curves["iteration"] == iteration].to_dict("records"):
+        for column, name in names.items():
+            scalars[f"{name}/{row['agent']}"] = row[column]
+        scalars["train/success_rate"] = row["success_rate"]
+    experiences = run.store.read_parquet(*output_parts(run, iteration, "advantages"))
+    for agent, frame in experiences.groupby("agent"):
+        for column, name in (
+            ("rewards", "critic/rewards"),
+            ("returns", "critic/returns"),
+            ("advantages", "critic/advantages"),
+        ):
+            scalars[f"{name}/mean/{agent}"] = _mean_of_lists(frame[column])
+        scalars[f"response_length/mean/{agent}"] = float(frame["response_token_ids"].map(len).mean())
+    for stage in TRAINING:
+        if run.has_manifest(iteration, stage):
+            manifest = run.read_manifest(iteration, stage)
+            scalars[f"timing_s/{stage}"] = manifest.get("timings", {}).get("total_s", math.nan)
+    score = run.read_manifest(iteration, "score")
+    for status, count in (score.get("parse_status") or {}).items():
+        scalars[f"coach/parse/{status}"] = float(count)
+    return {name: float(value) for name, value in scalars.items() if value is not None and not pd.isna(value)}
+
+
+def log_scalars(run: Run, step: int, scalars: dict[str, float]) -> Path:
+    """Write `scalars` at `step` to the run's TensorBoard folder; returns the local folder written."""
+    if run.store.is_local:
+        folder = Path(run.store.path(run.run_id, TENSORBOARD))
+    else:
+        folder = Path(tempfile.mkdtemp(prefix="mappa-tensorboard-"))
+    sink = TensorBoardSink(folder)
+    try:
+        sink.log(step, scalars)
+    finally:
+        sink.close()
+    if not run.store.is_local:
+        run.store.put_folder(folder, run.run_id, TENSORBOARD, move=True)
+    return folder
+
+
+def log_iteration(run: Run, iteration: int, curves: pd.DataFrame) -> Path:
+    """Iteration `iteration`'s scalars (`iteration_metrics`) to TensorBoard."""
+    return log_scalars(run, iteration, iteration_metrics(run, iteration, curves))
