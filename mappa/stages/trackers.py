@@ -74,13 +74,11 @@ def iteration_metrics(run: Run, iteration: int, curves: pd.DataFrame) -> dict[st
         scalars["train/success_rate"] = row["success_rate"]
     experiences = run.store.read_parquet(*output_parts(run, iteration, "advantages"))
     for agent, frame in experiences.groupby("agent"):
-        for column, name in (
-            ("rewards", "critic/rewards"),
-            ("returns", "critic/returns"),
-            ("advantages", "critic/advantages"),
-        ):
-            scalars[f"{name}/mean/{agent}"] = _mean_of_lists(frame[column])
-        scalars[f"response_length/mean/{agent}"] = float(frame["response_token_ids"].map(len).mean())
+        for column in ("rewards", "returns", "advantages"):
+            if column in frame:  # (a run written by hand may lack some)
+                scalars[f"critic/{column}/mean/{agent}"] = _mean_of_lists(frame[column])
+        if "response_token_ids" in frame:
+            scalars[f"response_length/mean/{agent}"] = float(frame["response_token_ids"].map(len).mean())
     for stage in TRAINING:
         if run.has_manifest(iteration, stage):
             manifest = run.read_manifest(iteration, stage)
