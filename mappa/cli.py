@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
@@ -60,26 +61,44 @@ def cmd_train(args: argparse.Namespace) -> int:
         check_coach_endpoint(config.coach)
     for name, agent in config.agents.items():
         console.print(f"[dim]agent {name}: model {resolve_model(agent.model)}[/dim]")
-    from mappa.flows.temporary_server import start_temporary_server
     from mappa.flows.train import new_run_id, train
-    from mappa.run_log import run_log
 
     run_id = args.run_id or new_run_id(config.name)
     stored = Run.existing(config, run_id)  # checked before Prefect: one line, no traceback
     if stored is not None:
         stored.check_unlocked()
     console.print(f"[bold]mappa train[/bold] run [cyan]{run_id}[/cyan], {config.iterations} iteration(s)")
-    with run_log(config.storage.root, run_id, "train", debug=args.debug) as log:
+    code, summary = run_logged(
+        args,
+        run_id,
+        config.storage.root,
+        config,
+        lambda: train(config_path=args.config, overrides=overrides, run_id=run_id),
+    )
+    if code:
+        return code
+    print_summary(summary)
+    return 0
+
+
+def run_logged(
+    args: argparse.Namespace, run_id: str, root: str, config, flow: Callable[[], Any]
+) -> tuple[int, Any]:
+    """Run `flow` as every run command does: its log kept under the run (`mappa.run_log`), Prefect's
+    temporary server apart from the terminal, the flow runs tagged. Returns (0, the flow's result), or the
+    exit code and None after printing the one line of an interrupt or a failure."""
+    from mappa.flows.temporary_server import start_temporary_server
+    from mappa.run_log import run_log
+
+    with run_log(root, run_id, args.command, debug=args.debug) as log:
         try:
             start_temporary_server()  # apart from the terminal: Ctrl-C stops the run, not it
             with run_tags(config):
-                summary = train(config_path=args.config, overrides=overrides, run_id=run_id)
+                return 0, flow()
         except KeyboardInterrupt:
-            return interrupted(args, run_id, config.storage.root)
+            return interrupted(args, run_id, root), None
         except Exception as exc:  # noqa: BLE001 - one line here, the traceback in the run's log
-            return failed(exc, args, log, run_id, config.storage.root)
-    print_summary(summary)
-    return 0
+            return failed(exc, args, log, run_id, root), None
 
 
 def check_overlap(config, train_problems, eval_problems) -> None:
@@ -169,19 +188,17 @@ def cmd_resume(args: argparse.Namespace) -> int:
     if config.coach.type == "openai":
         check_coach_endpoint(config.coach)
     run.check_unlocked()
-    from mappa.flows.temporary_server import start_temporary_server
     from mappa.flows.train import train
-    from mappa.run_log import run_log
 
-    with run_log(args.root, args.run_id, "resume", debug=args.debug) as log:
-        try:
-            start_temporary_server()  # apart from the terminal: Ctrl-C stops the run, not it
-            with run_tags(config):
-                summary = train(overrides=overrides, run_id=args.run_id, resume_root=args.root)
-        except KeyboardInterrupt:
-            return interrupted(args, args.run_id, args.root)
-        except Exception as exc:  # noqa: BLE001 - one line here, the traceback in the run's log
-            return failed(exc, args, log, args.run_id, args.root)
+    code, summary = run_logged(
+        args,
+        args.run_id,
+        args.root,
+        config,
+        lambda: train(overrides=overrides, run_id=args.run_id, resume_root=args.root),
+    )
+    if code:
+        return code
     print_summary(summary)
     return 0
 
@@ -319,18 +336,16 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     iteration = last_trained_iteration(run) if args.iteration is None else args.iteration
     check_evaluable(run, iteration)
     from mappa.flows.evaluate import evaluate
-    from mappa.flows.temporary_server import start_temporary_server
-    from mappa.run_log import run_log
 
-    with run_log(args.root, args.run_id, "evaluate", debug=args.debug) as log:
-        try:
-            start_temporary_server()  # apart from the terminal: Ctrl-C stops the run, not it
-            with run_tags(run.config):
-                manifest = evaluate(run_id=args.run_id, root=args.root, iteration=iteration)
-        except KeyboardInterrupt:
-            return interrupted(args, args.run_id, args.root)
-        except Exception as exc:  # noqa: BLE001 - one line here, the traceback in the run's log
-            return failed(exc, args, log, args.run_id, args.root)
+    code, manifest = run_logged(
+        args,
+        args.run_id,
+        args.root,
+        run.config,
+        lambda: evaluate(run_id=args.run_id, root=args.root, iteration=iteration),
+    )
+    if code:
+        return code
     print_evaluation(manifest, evaluation_rows(run, manifest["iteration"]))
     return 0
 
@@ -348,18 +363,16 @@ def cmd_rescore(args: argparse.Namespace) -> int:
     if coach.type == "openai":
         check_coach_endpoint(coach)
     from mappa.flows.rescore import rescore
-    from mappa.flows.temporary_server import start_temporary_server
-    from mappa.run_log import run_log
 
-    with run_log(args.root, args.run_id, "rescore", debug=args.debug) as log:
-        try:
-            start_temporary_server()  # apart from the terminal: Ctrl-C stops the run, not it
-            with run_tags(run.config):
-                result = rescore(args.run_id, args.name, args.root, overrides, args.iteration)
-        except KeyboardInterrupt:
-            return interrupted(args, args.run_id, args.root)
-        except Exception as exc:  # noqa: BLE001 - one line here, the traceback in the run's log
-            return failed(exc, args, log, args.run_id, args.root)
+    code, result = run_logged(
+        args,
+        args.run_id,
+        args.root,
+        run.config,
+        lambda: rescore(args.run_id, args.name, args.root, overrides, args.iteration),
+    )
+    if code:
+        return code
     print_comparison(result["comparison"])
     return 0
 

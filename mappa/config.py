@@ -30,7 +30,15 @@ class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class MathChatEnvConfig(_Section):
+class _EnvSection(_Section):
+    """What every env's section has besides its own settings."""
+
+    overlap: Literal["drop", "warn", "error"] = "drop"
+    """Held-out problems that repeat training ones (`mappa.envs.overlap`: equal normalised text, or 13 words
+    in a row in common): `drop` them from evaluations, `warn` only, or stop with an `error`."""
+
+
+class MathChatEnvConfig(_EnvSection):
     """Problem Solver -> Code Executor -> Verifier on math problems (`mappa.envs.mathchat`)."""
 
     type: Literal["mathchat"] = "mathchat"
@@ -39,9 +47,6 @@ class MathChatEnvConfig(_Section):
     `problem` and `answer` fields."""
     eval_data: str = "builtin:eval"
     """Held-out problems for `mappa evaluate` and the evaluate stage."""
-    overlap: Literal["drop", "warn", "error"] = "drop"
-    """Held-out problems that repeat training ones (`mappa.envs.overlap`: equal normalised text, or 13 words
-    in a row in common): `drop` them from evaluations, `warn` only, or stop with an `error`."""
     max_executor_turns: int = Field(2, ge=1, le=4)
     answer_format: Literal["boxed", "last_number"] = "boxed"
     """How the team's final answer is read from the verifier's reply: `boxed` (the paper's: the last
@@ -51,7 +56,7 @@ class MathChatEnvConfig(_Section):
     """How often the Code Executor may write code (it sees stdout/stderr and may try again)."""
 
 
-class DSBenchEnvConfig(_Section):
+class DSBenchEnvConfig(_EnvSection):
     """Data Engineer -> Modeler -> Analyst on tabular modelling tasks over a shared workspace
     (`mappa.envs.dsbench`)."""
 
@@ -61,9 +66,6 @@ class DSBenchEnvConfig(_Section):
     scikit-learn) or `dsbench:<path to DSBench's data_modeling folder>[#name1,name2]`."""
     eval_data: str = "builtin:eval"
     """Held-out tasks for `mappa evaluate` and the evaluate stage (no task is in both builtin splits)."""
-    overlap: Literal["drop", "warn", "error"] = "drop"
-    """Held-out problems that repeat training ones (`mappa.envs.overlap`: equal normalised text, or 13 words
-    in a row in common): `drop` them from evaluations, `warn` only, or stop with an `error`."""
     max_turns: int = Field(4, ge=1, le=8)
     """Programs each agent may run per trajectory (the paper: 4); an agent stops early once its files exist
     and its last program succeeded."""

@@ -22,6 +22,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from mappa.storage.run import TIME_FORMAT
 from mappa.storage.store import ArtifactStore
 
 LOG_FORMAT = "%(asctime)s | %(levelname)-7s | %(name)s - %(message)s"
@@ -35,7 +36,7 @@ class RunLog:
     url: str
     """Where the log is kept with the run (the same as `path` for a local root)."""
     started: str
-    """When the command started, as the run's events write times (UTC, `2026-12-01T23:41:10Z`)."""
+    """When the command started, as the run's events write times (`TIME_FORMAT`)."""
 
 
 class _TerminalFilter(logging.Filter):
@@ -75,7 +76,7 @@ def run_log(root: str, run_id: str, command: str, debug: bool = False) -> Iterat
     else:
         path = LOCAL_CACHE / run_id / name
     path.parent.mkdir(parents=True, exist_ok=True)
-    log = RunLog(path, store.url(run_id, "logs", name), time.strftime("%Y-%m-%dT%H:%M:%SZ", now))
+    log = RunLog(path, store.url(run_id, "logs", name), time.strftime(TIME_FORMAT, now))
     handler = logging.FileHandler(path, encoding="utf-8")
     handler.setFormatter(logging.Formatter(LOG_FORMAT))
     root_logger = logging.getLogger()

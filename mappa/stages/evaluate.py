@@ -1,9 +1,9 @@
 """The evaluate stage: a run's agents, with one checkpoint's weights, on held-out problems, greedily.
 
-{root}/{run_id}/iter-0003/evaluate/results.parquet one row per problem: answer, correct, seconds
-{root}/{run_id}/iter-0003/evaluate/trajectories.parquet one row per action, as the rollout stage's
-{root}/{run_id}/iter-0003/evaluate/_manifest.json success rate, problems, timings; written last
-{root}/{run_id}/base/evaluate/... the same for the base model (iteration -1)
+    {root}/{run_id}/iter-0003/evaluate/results.parquet       one row per problem: answer, correct, seconds
+    {root}/{run_id}/iter-0003/evaluate/trajectories.parquet  one row per action, as the rollout stage's
+    {root}/{run_id}/iter-0003/evaluate/_manifest.json        success rate, problems, timings; written last
+    {root}/{run_id}/base/evaluate/...                        the same for the base model (iteration -1)
 
 `execute(run, K, "evaluate")` evaluates the weights saved by iteration K's update (the checkpoint of iteration
 K, which iteration K + 1 would roll out with); `K = -1` evaluates the initial weights, before any update. The
@@ -88,27 +88,21 @@ def evaluation_rows(run: Run, iteration: int) -> list[dict[str, Any]]:
     return run.store.read_parquet(*output_parts(run, iteration, STAGE_NAME)).to_dict("records")
 
 
-def eval_problems(run: Run) -> list[Problem]:
-    """The held-out problems, those that repeat training problems left out under `env.overlap: drop`."""
+def held_out_problems(run: Run) -> tuple[list[Problem], int]:
+    """The problems an evaluation runs, and how many held-out problems `env.overlap: drop` left out for
+    repeating training problems (0 under `warn` and `error`)."""
     env = run.config.env
     problems = load_env_problems(env.type, env.eval_data)
     if not problems:
         raise ValueError(f"env.eval_data {env.eval_data} holds no problems; point it at a held-out data set")
+    dropped = 0
     if env.overlap == "drop":
         repeated = {o.eval_id for o in find_overlap(load_env_problems(env.type, env.train_data), problems)}
-        problems = [p for p in problems if p.id not in repeated]
-        if not problems:
+        kept = [p for p in problems if p.id not in repeated]
+        if not kept:
             raise ValueError(f"every problem of env.eval_data {env.eval_data} repeats a training problem")
-    return problems[: run.config.rollout.eval_problems]
-
-
-def dropped_for_overlap(run: Run) -> int:
-    """How many held-out problems `env.overlap: drop` leaves out (0 under `warn` and `error`)."""
-    env = run.config.env
-    if env.overlap != "drop":
-        return 0
-    train, held_out = (load_env_problems(env.type, source) for source in (env.train_data, env.eval_data))
-    return len(find_overlap(train, held_out))
+        problems, dropped = kept, len(problems) - len(kept)
+    return problems[: run.config.rollout.eval_problems], dropped
 
 
 def results_frame(trajectories: list[Trajectory]) -> pd.DataFrame:
@@ -166,7 +160,7 @@ def evaluate_iteration(run: Run, iteration: int) -> dict[str, Any]:
     started = time.perf_counter()
     config = run.config
     label = evaluation_label(iteration)
-    problems = eval_problems(run)
+    problems, dropped = held_out_problems(run)
     pairs = [(f"eval-{label}-{p.id}", p) for p in problems]
     params = SamplingParams(
         temperature=config.rollout.eval_temperature,
@@ -182,7 +176,8 @@ def evaluate_iteration(run: Run, iteration: int) -> dict[str, Any]:
     run.store.write_parquet(frame, *evaluation_parts(run, iteration, TRAJECTORIES))
     run.store.write_parquet(results, *output_parts(run, iteration, STAGE_NAME))
     timings = {"rollout_s": generated, "total_s": time.perf_counter() - started}
-    return write_evaluation_manifest(run, iteration, results, timings, summarize_by_kind(trajectories))
+    by_kind = summarize_by_kind(trajectories)
+    return write_evaluation_manifest(run, iteration, results, timings, by_kind, dropped)
 
 
 def write_evaluation_manifest(
@@ -191,6 +186,7 @@ def write_evaluation_manifest(
     results: pd.DataFrame,
     timings: dict[str, float],
     by_kind: dict[str, Any] | None = None,
+    dropped_for_overlap: int = 0,
 ) -> dict[str, Any]:
     """The manifest, written last (its presence marks the evaluation complete)."""
     return write_manifest(
@@ -203,7 +199,7 @@ def write_evaluation_manifest(
         trajectories=run.store.url(*evaluation_parts(run, iteration, TRAJECTORIES)),
         problems=len(results),
         eval_data=run.config.env.eval_data,
-        dropped_for_overlap=dropped_for_overlap(run),
+        dropped_for_overlap=dropped_for_overlap,
         temperature=run.config.rollout.eval_temperature,
         correct=int(results["correct"].sum()),
         success_rate=float(results["correct"].mean()),

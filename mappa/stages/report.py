@@ -156,10 +156,9 @@ def progress_rows(run: Run, curves: pd.DataFrame) -> list[dict[str, Any]]:
             "iteration": int(iteration),
             "success_rate": float(frame["success_rate"].iloc[0]),
         }
-        for agent_row in frame.to_dict("records"):
-            row[f"score {agent_row['agent']}"] = agent_row["mean_score"]
-        for agent_row in frame.to_dict("records"):
-            row[f"kl {agent_row['agent']}"] = agent_row["kl"]
+        agents = frame.to_dict("records")
+        row |= {f"score {agent['agent']}": agent["mean_score"] for agent in agents}
+        row |= {f"kl {agent['agent']}": agent["kl"] for agent in agents}
         for stage in TRAINING:
             if run.has_manifest(int(iteration), stage):
                 seconds = run.read_manifest(int(iteration), stage).get("timings", {}).get("total_s")

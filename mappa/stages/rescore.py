@@ -32,12 +32,15 @@ def stage_name(name: str) -> str:
     return PREFIX + name
 
 
+def config_parts(run: Run, name: str) -> tuple[str, ...]:
+    """Where re-scoring `name` keeps its config."""
+    return (run.run_id, "rescore", name, "config.yaml")
+
+
 def rescore_config(run: Run, name: str) -> RunConfig:
     """The config re-scoring `name` was made with."""
-    source = run.store.url(run.run_id, "rescore", name, "config.yaml")
-    return validate_config(
-        yaml.safe_load(run.store.read_text(run.run_id, "rescore", name, "config.yaml")), source
-    )
+    parts = config_parts(run, name)
+    return validate_config(yaml.safe_load(run.store.read_text(*parts)), run.store.url(*parts))
 
 
 def rescore_settings(run: Run, overrides: list[str]) -> RunConfig:
@@ -61,7 +64,7 @@ def check_rescore(run: Run, name: str, overrides: list[str]) -> RunConfig:
             f"--as {name!r} is not a usable name: use letters, digits, '-', '_' and '.'"
         ) from None
     config = rescore_settings(run, overrides)
-    parts = (run.run_id, "rescore", name, "config.yaml")
+    parts = config_parts(run, name)
     if run.store.exists(*parts) and rescore_config(run, name).config_hash() != config.config_hash():
         raise ValueError(
             f"re-scoring {name} of run {run.run_id} was made with other coach settings "
@@ -73,9 +76,8 @@ def check_rescore(run: Run, name: str, overrides: list[str]) -> RunConfig:
 def create_rescore(run: Run, name: str, overrides: list[str]) -> RunConfig:
     """`check_rescore`, then store the config (once) and register the re-scoring's stage."""
     config = check_rescore(run, name, overrides)
-    parts = (run.run_id, "rescore", name, "config.yaml")
-    if not run.store.exists(*parts):
-        run.store.write_text(dump_config(config), *parts)
+    if not run.store.exists(*config_parts(run, name)):
+        run.store.write_text(dump_config(config), *config_parts(run, name))
     rescore_stage(name)
     return config
 

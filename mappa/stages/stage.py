@@ -24,7 +24,7 @@ from typing import Any
 
 from mappa.config import RunConfig
 from mappa.core.errors import error_line
-from mappa.storage.run import MANIFEST, Run, code_version, source_hash
+from mappa.storage.run import MANIFEST, TIME_FORMAT, Run, code_version, source_hash
 
 
 @dataclass(frozen=True)
@@ -109,7 +109,7 @@ def write_manifest(
         "source_hash": source_hash(),
         "rows": rows,
         "timings": timings,
-        "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "finished_at": time.strftime(TIME_FORMAT, time.gmtime()),
         **extra,
     }
     run.store.write_json(manifest, *run.parts(iteration, name, MANIFEST))

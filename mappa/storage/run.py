@@ -36,6 +36,9 @@ from mappa.storage.store import ArtifactStore
 MANIFEST = "_manifest.json"  # a stage folder's manifest, written last (mappa.stages.stage)
 LOCK = "_lock.json"  # in the run's folder while a flow drives the run
 
+TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
+"""How a run writes times (UTC; strings of it sort as the times do): events, manifests, the lock."""
+
 
 def code_version() -> str:
     """The mappa release a stage was computed with: a finished stage is redone after an upgrade.
@@ -147,7 +150,7 @@ class Run:
         """
         self.check_unlocked()
         token = uuid.uuid4().hex
-        since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        since = time.strftime(TIME_FORMAT, time.gmtime())
         mine = {"host": socket.gethostname(), "pid": os.getpid(), "token": token, "since": since}
         self.store.write_json(mine, self.run_id, LOCK)
         try:
@@ -186,7 +189,7 @@ class Run:
         """One small file per event: appends are not atomic on object stores, new objects are."""
         now = time.time_ns()
         event = {
-            "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now / 1e9)),
+            "time": time.strftime(TIME_FORMAT, time.gmtime(now / 1e9)),
             "iteration": iteration,
             "stage": stage,
             "kind": kind,

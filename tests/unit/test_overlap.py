@@ -10,7 +10,7 @@ from mappa.cli import main
 from mappa.config import load_config
 from mappa.envs.overlap import find_overlap
 from mappa.envs.registry import load_env_problems
-from mappa.stages.evaluate import dropped_for_overlap, eval_problems
+from mappa.stages.evaluate import held_out_problems
 from mappa.storage.run import Run
 
 TRAIN = [
@@ -54,9 +54,11 @@ def test_repeats_with_other_whitespace_and_numbering_are_found(sources):
 def test_the_default_drops_them_from_evaluations(sources, tmp_path):
     settings = [f"env.train_data={sources[0]}", f"env.eval_data={sources[1]}", f"storage.root={tmp_path}"]
     run = Run.create(load_config("configs/mathchat-cpu.yaml", settings), "overlap")
-    assert [p.id for p in eval_problems(run)] == ["eval-3"] and dropped_for_overlap(run) == 3
+    problems, dropped = held_out_problems(run)
+    assert [p.id for p in problems] == ["eval-3"] and dropped == 3
     warned = Run.create(load_config("configs/mathchat-cpu.yaml", [*settings, "env.overlap=warn"]), "warn")
-    assert len(eval_problems(warned)) == 4 and dropped_for_overlap(warned) == 0
+    problems, dropped = held_out_problems(warned)
+    assert len(problems) == 4 and dropped == 0
 
 
 def test_mappa_train_reports_the_overlap_before_it_starts_or_stops(sources, tmp_path, capsys):
