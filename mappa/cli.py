@@ -223,7 +223,8 @@ def cmd_retry(args: argparse.Namespace) -> int:
 
 
 def flow_run_target(flow_run_id) -> tuple[str, str]:
-    """The run id and storage root a `mappa-train` flow run worked on, from its parameters."""
+    """The run id and storage root a `mappa-train` flow run (or one of its `iteration-K` runs) worked on,
+    from its parameters."""
     from prefect.client.orchestration import get_client
     from prefect.exceptions import ObjectNotFound
 
@@ -240,7 +241,7 @@ def flow_run_target(flow_run_id) -> tuple[str, str]:
     parameters = flow_run.parameters
     if not parameters.get("run_id"):
         raise ValueError(f"flow run {flow_run_id} ({flow_run.name}) names no run_id; use mappa resume RUN_ID")
-    root = parameters.get("resume_root")
+    root = parameters.get("resume_root") or parameters.get("root")  # (an iteration's run: `root`)
     if not root:
         root = load_config(
             parameters.get("config_path"), list(parameters.get("overrides") or [])

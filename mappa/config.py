@@ -360,10 +360,42 @@ class RetryConfig(_Section):
         return [self.delay_s * 2**k for k in range(getattr(self, stage))]
 
 
+class WandbConfig(_Section):
+    """Weights & Biases: one W&B run per mappa run (`mappa.storage.tracker_sinks`)."""
+
+    enabled: bool = False
+    project: str = "mappa"
+    entity: str | None = None
+    """Your W&B team or user; default: the login's."""
+    mode: Literal["online", "offline"] = "online"
+    """offline: files under the run's wandb/ folder only (`wandb sync` them later); online needs `wandb
+    login` or WANDB_API_KEY."""
+
+
+class MlflowConfig(_Section):
+    """MLflow: one MLflow run per mappa run, found again by its `mappa.run_id` tag."""
+
+    enabled: bool = False
+    tracking_uri: str | None = None
+    """Default: sqlite:///ROOT/RUN_ID/mlflow.db (a local root only); else your server, e.g.
+    http://mlflow:5000."""
+    experiment: str = "mappa"
+
+
+class TrackersConfig(_Section):
+    """Where each iteration's scalars go besides the artifacts: TensorBoard on by default, W&B and MLflow
+    when enabled (`mappa.stages.trackers` names the scalars)."""
+
+    tensorboard: bool = True
+    """Event files under ROOT/RUN_ID/tensorboard (`tensorboard --logdir` it)."""
+    wandb: WandbConfig = Field(default_factory=WandbConfig)
+    mlflow: MlflowConfig = Field(default_factory=MlflowConfig)
+
+
 # Settings that change how a run is executed, not what it computes: left out of the config hash, so a run
 # can move to another root, cluster or coach endpoint, get more iterations or retries, and keep its work.
 OPERATIONAL_FIELDS = {
-    "": ("storage", "iterations", "cluster", "retries"),
+    "": ("storage", "iterations", "cluster", "retries", "trackers"),
     "coach": ("base_url", "api_key_env", "max_concurrency", "max_retries", "timeout_s"),
     "rollout": ("eval_every",),
     "env": ("workspace_root",),
@@ -387,6 +419,7 @@ class RunConfig(_Section):
     storage: StorageConfig = Field(default_factory=StorageConfig)
     cluster: ClusterConfig = Field(default_factory=ClusterConfig)
     retries: RetryConfig = Field(default_factory=RetryConfig)
+    trackers: TrackersConfig = Field(default_factory=TrackersConfig)
 
     @field_validator("agents")
     @classmethod

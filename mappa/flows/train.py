@@ -1,9 +1,12 @@
 """The `train` flow: iterations of rollout -> score -> advantages -> update -> report, as Prefect tasks,
 with an evaluation on held-out problems every `rollout.eval_every` iterations.
 
-A readable sequence of task calls and nothing else: the stages live in `mappa.stages` (one module each),
-and every stage skips itself when its artifacts are complete, so running the flow again with the same run
-id continues where the run stopped. Progress goes to the flow's logger, one line per stage.
+Each iteration is a subflow run (`iteration-0003`) holding its stages, each stage waiting for the one
+before it, so the run's page in the Prefect UI draws the iteration diagram and a retried run finds the
+finished iterations done. A readable sequence of calls and nothing else: the stages live in `mappa.stages`
+(one module each), and every stage skips itself when its artifacts are complete, so running the flow again
+with the same run id continues where the run stopped. Progress goes to the flows' loggers, one line per
+stage.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from mappa.stages.evaluate import evaluation_rows
 from mappa.stages.report import publish_evaluation
 from mappa.stages.trackers import log_scalars
 from mappa.storage.run import Run
+from mappa.storage.tracker_sinks import check_trackers, close_trackers
 from mappa.tasks.stages import configure_stage
 
 
@@ -69,39 +73,64 @@ def train(
     else:
         config = load_config(config_path, overrides)
     check_isolation(config.sandbox.isolation)  # before any folder, worker or model: names the fix
+    check_trackers(config)
     run = Run.create(config, run_id or new_run_id(config.name))
     logger = get_run_logger()
     record_overlap(run)
     logger.info("run %s -> %s", run.run_id, run.store.url(run.run_id))
     root = config.storage.root
-    stages = [configure_stage(name, config, run.run_id) for name in TRAINING]
-    publish = configure_stage("report", config, run.run_id)
-    evaluate = configure_stage("evaluate", config, run.run_id)
     with run.lock():  # a second flow on this run id is refused here, before it touches a worker
         try:
             for iteration in range(config.iterations):
-                for stage in stages:
-                    state = stage(root, run.run_id, iteration, return_state=True)
-                    manifest = state.result()  # a failed stage raises here, failing the flow run
-                    if state.name == "Cached":  # Prefect's cache answered: the stage is complete
-                        manifest = {**manifest, "skipped": True}
-                    logger.info(describe_stage(stage.name, iteration, manifest))
-                    for warning in manifest.get("bias_warnings") or []:  # the coach-bias watch
-                        logger.warning(warning["message"])
-                publish(root, run.run_id, iteration)
-                every = config.rollout.eval_every
-                if every and (iteration + 1) % every == 0:
-                    state = evaluate(root, run.run_id, iteration, return_state=True)
-                    evaluated = state.result()
-                    if state.name == "Cached" or evaluated.get("skipped"):
-                        evaluated = {**evaluated, "skipped": True}
-                    else:  # logged once, when the evaluation ran
-                        log_scalars(run, iteration, {"val/success_rate": evaluated["success_rate"]})
-                    logger.info(describe_stage("evaluate", iteration, evaluated))
-                    publish_evaluation(run, iteration, evaluation_rows(run, iteration))
+                state = train_iteration(root, run.run_id, iteration, return_state=True)
+                if not state.is_completed():
+                    state.result()  # raises the stage's error, failing the flow run
         finally:
             release_workers(run.run_id, [*config.agents, COACH])
+            close_trackers(run)
     return run_summary(run)
+
+
+@flow(name="mappa-iteration", flow_run_name="iteration-{iteration:04d}", log_prints=True)
+def train_iteration(root: str, run_id: str, iteration: int) -> None:
+    """One training iteration of run `run_id`: its stages in order, its report, and its evaluation when
+    `rollout.eval_every` asks for one.
+
+    Args:
+        root: The run's storage root (a folder or a URL such as s3://bucket/runs).
+        run_id: The run.
+        iteration: Which iteration (0 is the first).
+    """
+    config = Run.open(root, run_id).config
+    logger = get_run_logger()
+    before = None  # the previous stage's state: the graph's arrow into the next one
+    for name in TRAINING:
+        stage = configure_stage(name, config, run_id)
+        before = stage(root, run_id, iteration, return_state=True, wait_for=[before] if before else None)
+        manifest = before.result()  # a failed stage raises here, failing the iteration and the run
+        if before.name == "Cached":  # Prefect's cache answered: the stage is complete
+            manifest = {**manifest, "skipped": True}
+        logger.info(describe_stage(name, iteration, manifest))
+        for warning in manifest.get("bias_warnings") or []:  # the coach-bias watch
+            logger.warning(warning["message"])
+    configure_stage("report", config, run_id)(root, run_id, iteration, wait_for=[before])
+    every = config.rollout.eval_every
+    if every and (iteration + 1) % every == 0:
+        evaluate_iteration(Run.open(root, run_id), iteration, logger, after=before)
+
+
+def evaluate_iteration(run: Run, iteration: int, logger, after) -> None:
+    """The held-out evaluation of `iteration`'s checkpoint, its held-out success logged to the trackers
+    once (when it ran, not when it was cached) and its table published."""
+    evaluate = configure_stage("evaluate", run.config, run.run_id)
+    state = evaluate(run.config.storage.root, run.run_id, iteration, return_state=True, wait_for=[after])
+    evaluated = state.result()
+    if state.name == "Cached" or evaluated.get("skipped"):
+        evaluated = {**evaluated, "skipped": True}
+    else:
+        log_scalars(run, iteration, {"val/success_rate": evaluated["success_rate"]})
+    logger.info(describe_stage("evaluate", iteration, evaluated))
+    publish_evaluation(run, iteration, evaluation_rows(run, iteration))
 
 
 def record_overlap(run: Run) -> None:

@@ -1,6 +1,6 @@
 """Experiment trackers: each finished iteration's figures as scalars, for the tools researchers follow RL runs
-in. TensorBoard is on by default: event files under the run (`ROOT/RUN_ID/tensorboard/`), read with
-`tensorboard --logdir ROOT/RUN_ID/tensorboard` (for an S3 root they are written locally and copied there).
+in: TensorBoard (on by default: `tensorboard --logdir ROOT/RUN_ID/tensorboard`), W&B and MLflow when the
+config enables them (the sinks: `mappa.storage.tracker_sinks`).
 
 Names follow verl's, with the agent last (`critic/score/mean/solver`, `actor/pg_loss/executor`,
 `actor/kl/verifier`, `response_length/mean/solver`, `timing_s/rollout`, `train/success_rate`,
@@ -9,8 +9,7 @@ Names follow verl's, with the agent last (`critic/score/mean/solver`, `actor/pg_
 finished iteration again), and the train flow logs `val/success_rate` after each evaluation. Nothing secret
 is logged: only numbers derived from the artifacts.
 
-Not covered: W&B and MLflow sinks (a `MetricsSink` each would take `log(step, scalars)`), per-step (micro-
-batch) curves.
+Not covered: per-step (micro-batch) curves.
 """
 
 from __future__ import annotations
@@ -18,36 +17,14 @@ from __future__ import annotations
 import math
 import tempfile
 from pathlib import Path
-from typing import Protocol
 
 import pandas as pd
 
 from mappa.stages.stage import TRAINING, output_parts
 from mappa.storage.run import Run
+from mappa.storage.tracker_sinks import TensorBoardSink, open_trackers
 
 TENSORBOARD = "tensorboard"
-
-
-class MetricsSink(Protocol):
-    def log(self, step: int, scalars: dict[str, float]) -> None: ...
-
-    def close(self) -> None: ...
-
-
-class TensorBoardSink:
-    """Event files in `folder` (torch's SummaryWriter: no TensorFlow needed)."""
-
-    def __init__(self, folder: Path) -> None:
-        from torch.utils.tensorboard import SummaryWriter
-
-        self.writer = SummaryWriter(log_dir=str(folder))
-
-    def log(self, step: int, scalars: dict[str, float]) -> None:
-        for name, value in sorted(scalars.items()):
-            self.writer.add_scalar(name, value, global_step=step)
-
-    def close(self) -> None:
-        self.writer.close()
 
 
 def _mean_of_lists(column: pd.Series) -> float:
@@ -89,8 +66,16 @@ def iteration_metrics(run: Run, iteration: int, curves: pd.DataFrame) -> dict[st
     return {name: float(value) for name, value in scalars.items() if value is not None and not pd.isna(value)}
 
 
-def log_scalars(run: Run, step: int, scalars: dict[str, float]) -> Path:
-    """Write `scalars` at `step` to the run's TensorBoard folder; returns the local folder written."""
+def log_scalars(run: Run, step: int, scalars: dict[str, float]) -> None:
+    """Write `scalars` at `step` to every tracker the run's config enables."""
+    if run.config.trackers.tensorboard:
+        log_tensorboard(run, step, scalars)
+    for sink in open_trackers(run):
+        sink.log(step, scalars)
+
+
+def log_tensorboard(run: Run, step: int, scalars: dict[str, float]) -> Path:
+    """One event file with `scalars` at `step` in the run's TensorBoard folder; returns the local folder."""
     if run.store.is_local:
         folder = Path(run.store.path(run.run_id, TENSORBOARD))
     else:
@@ -105,6 +90,6 @@ def log_scalars(run: Run, step: int, scalars: dict[str, float]) -> Path:
     return folder
 
 
-def log_iteration(run: Run, iteration: int, curves: pd.DataFrame) -> Path:
-    """Iteration `iteration`'s scalars (`iteration_metrics`) to TensorBoard."""
-    return log_scalars(run, iteration, iteration_metrics(run, iteration, curves))
+def log_iteration(run: Run, iteration: int, curves: pd.DataFrame) -> None:
+    """Iteration `iteration`'s scalars (`iteration_metrics`) to the run's trackers."""
+    log_scalars(run, iteration, iteration_metrics(run, iteration, curves))

@@ -1,6 +1,7 @@
 """Real services for integration tests: Prefect's test harness (a real local server) and a local Ray; and
 one finished two-iteration run on the tiny model that several modules read (a run costs a minute here)."""
 
+import os
 import shutil
 import tempfile
 
@@ -61,6 +62,8 @@ def mathchat_run(tmp_path_factory, tiny_model, prefect_harness, ray_local):
         root,
         name="it",
         iterations=2,
+        coach={"type": "rubric", "use_ground_truth": True, "api_key_env": "MAPPA_TEST_TRACKER_KEY"},
+        trackers={"wandb": {"enabled": True, "mode": "offline"}, "mlflow": {"enabled": True}},
         rollout={"problems_per_iteration": 3, "max_new_tokens": 24, "eval_every": 2, "eval_problems": 2},
         trainer={"lr": 1e-3},
         agents={
@@ -69,5 +72,9 @@ def mathchat_run(tmp_path_factory, tiny_model, prefect_harness, ray_local):
             "verifier": {"model": str(tiny_model), "lora": {"rank": 4, "alpha": 8}},
         },
     )
-    summary = train(config_path=str(path), run_id="it-run")
+    os.environ["MAPPA_TEST_TRACKER_KEY"] = "sk-tracker-test-secret"  # no tracker may hold it
+    try:
+        summary = train(config_path=str(path), run_id="it-run")
+    finally:
+        del os.environ["MAPPA_TEST_TRACKER_KEY"]
     return Run.open(str(root), "it-run"), summary, path

@@ -38,7 +38,7 @@ import pytest
 import torch
 from mappa_process import MappaProcess, child_env
 from openai_test_server import CoachServer
-from prefect_api import api
+from prefect_api import api, iteration_runs
 from safetensors.torch import load, load_file
 from tiny_run import NO_RETRIES, scripted_coach, write_tiny_config
 
@@ -205,7 +205,10 @@ def check_prefect(api_url: str, run_id: str, root: str) -> bytes:
     assert all({"mappa", "env:mathchat", "config:fault"} <= set(f["tags"]) for f in flow_runs), flow_runs[0][
         "tags"
     ]
-    ids = {"any_": [f["id"] for f in flow_runs]}
+    iterations = iteration_runs(api_url, [f["id"] for f in flow_runs])
+    last = [child["name"] for child in iterations[flow_runs[0]["id"]]]
+    assert last == ["iteration-0000", "iteration-0001"], last  # the last resume's iterations, as subflow runs
+    ids = {"any_": [f["id"] for f in flow_runs] + [c["id"] for runs in iterations.values() for c in runs]}
     task_runs = api("POST", f"{api_url}/task_runs/filter", json={"flow_runs": {"id": ids}}).json()
     logs = api("POST", f"{api_url}/logs/filter", json={"logs": {"flow_run_id": ids}}).json()
     artifacts = api("POST", f"{api_url}/artifacts/filter", json={"flow_runs": {"id": ids}}).json()
@@ -219,8 +222,14 @@ def check_prefect(api_url: str, run_id: str, root: str) -> bytes:
     last_kill = KILLS[-1]  # the last resume starts inside this stage: what finished before it is cached
     order = [f"{stage}-{it}" for it in (0, 1) for stage in STAGES]
     done_before = order[: order.index(f"{last_kill[0]}-{last_kill[1]}")]
-    states = {t["name"]: t["state"]["name"] for t in task_runs if t["flow_run_id"] == flow_runs[0]["id"]}
+    last_ids = {child["id"] for child in iterations[flow_runs[0]["id"]]}
+    last_tasks = {t["name"]: t for t in task_runs if t["flow_run_id"] in last_ids}
+    states = {name: task["state"]["name"] for name, task in last_tasks.items()}
     assert states == {name: "Cached" if name in done_before else "Completed" for name in order}, states
+    names = {t["id"]: t["name"] for t in task_runs}
+    for before, after in (("rollout-1", "score-1"), ("update-1", "report-1")):  # the graph's arrows
+        waits = [names[i["id"]] for i in last_tasks[after]["task_inputs"]["wait_for"]]
+        assert waits == [before], (after, last_tasks[after]["task_inputs"])
     return dump
 
 

@@ -21,7 +21,7 @@ import httpx
 import pytest
 from mappa_process import MappaProcess, child_env
 from openai_test_server import CoachServer
-from prefect_api import api
+from prefect_api import api, iteration_runs, stage_task_runs
 from tiny_run import scripted_coach, write_tiny_config
 
 from mappa.stages import output_parts, stage_complete
@@ -195,17 +195,21 @@ def test_failed_stage_retried_from_prefect_skips_finished_stages(tmp_path, tiny_
         assert kinds[(stage, "started")] == kinds[(stage, "finished")] == 1, kinds
     assert sum(coach.state.answered.values()) == len(run.store.read_parquet(*output_parts(run, 0, "score")))
 
-    tasks = api(
-        "POST", f"{prefect_server}/task_runs/filter", json={"flow_runs": {"id": {"any_": [flow_run_id]}}}
-    ).json()
+    (iterations,) = iteration_runs(prefect_server, [flow_run_id]).values()
+    assert [(i["name"], i["state"]["type"]) for i in iterations] == [
+        ("iteration-0000", "FAILED"),  # the iteration is a subflow run; the retry ran it again
+        ("iteration-0000", "COMPLETED"),
+    ], iterations
+    tasks = stage_task_runs(prefect_server, [flow_run_id])
     runs = sorted((t["created"], t["name"], t["state"]["name"], t["run_count"]) for t in tasks)
     print("task runs:", *runs, sep="\n  ")
     states = {name: state for _, name, state, _ in runs}  # each task's latest run: the retried attempt
     assert states["rollout-0"] == "Cached", states  # Prefect's cache agrees with the manifest
     assert states["update-0"] == "Completed" and states["report-0"] == "Completed", states
-    keys = {"artifacts": {"key": {"any_": ["mappa-ui-run-agents", "mappa-ui-run-report"]}}}
+    expected = {f"mappa-ui-run-{kind}" for kind in ("agents", "report", "report-iter-0000", "progress")}
+    keys = {"artifacts": {"key": {"any_": sorted(expected)}}}
     artifacts = api("POST", f"{prefect_server}/artifacts/filter", json=keys).json()
-    assert {"mappa-ui-run-agents", "mappa-ui-run-report"} <= {a["key"] for a in artifacts}, artifacts
+    assert expected <= {a["key"] for a in artifacts}, artifacts  # each iteration's report, the run's table
     if shutil.which("chromium"):  # what a user sees: the run's page and the iteration's report
         shot = Path(os.environ.get("MAPPA_UI_SCREENSHOT", tmp_path / "flow-run.png"))
         report = shot.with_name(f"{shot.stem}-report.png")

@@ -1,11 +1,15 @@
 """The real `train` flow for two iterations on the tiny model (`mathchat_run`, conftest.py): Prefect (test
 harness), Ray, sandbox, rubric coach; one agent trains a LoRA adapter."""
 
+from pathlib import Path
+
 import pandas as pd
 import pytest
 from safetensors.torch import load_file
 
 from mappa.stages import TRAINING, get_stage, output_parts, stage_complete
+
+SECRET = "sk-tracker-test-secret"  # conftest's mathchat_run puts it in the coach's key variable
 
 pytestmark = pytest.mark.slow
 
@@ -86,16 +90,8 @@ def test_long_stages_report_their_progress_to_prefect(mathchat_run):
     assert done.get("update of iteration 1: 3/3 agents trained") == 100.0, done
 
 
-def test_every_iteration_is_in_tensorboard_once_under_verl_like_names(mathchat_run):
-    """Read back with TensorBoard's own reader, after the same run id ran again (it logged nothing twice)."""
-    from tensorboard.backend.event_processing.event_multiplexer import EventMultiplexer
-
-    run, _, _ = mathchat_run
-    events = EventMultiplexer().AddRunsFromDirectory(run.store.path(run.run_id, "tensorboard")).Reload()
-    scalars: dict[str, list[int]] = {}
-    for name in events.Runs():
-        for tag in events.GetAccumulator(name).Tags()["scalars"]:
-            scalars.setdefault(tag, []).extend(e.step for e in events.Scalars(name, tag))
+def check_tracked(steps: dict[str, list[int]], tracker: str) -> None:
+    """The scalars a tracker holds (name -> the steps logged), for two iterations, each logged once."""
     for agent in ("solver", "executor", "verifier"):
         for name in (
             "critic/score/mean",
@@ -105,10 +101,54 @@ def test_every_iteration_is_in_tensorboard_once_under_verl_like_names(mathchat_r
             "actor/kl",
             "response_length/mean",
         ):
-            assert sorted(scalars[f"{name}/{agent}"]) == [0, 1], (name, agent, sorted(scalars))
-    assert sorted(scalars["actor/pg_loss/solver"]) == [0, 1] and sorted(
-        scalars["actor/grad_norm/executor"]
-    ) == [0, 1]
-    for name in ("train/success_rate", "timing_s/rollout", "timing_s/update", "coach/parse/ok"):
-        assert sorted(scalars[name]) == [0, 1], name
-    assert scalars["val/success_rate"] == [1]  # evaluated after iteration 1 only (eval_every: 2)
+            assert sorted(steps[f"{name}/{agent}"]) == [0, 1], (tracker, name, agent, sorted(steps))
+    for name in (
+        "actor/pg_loss/solver",
+        "actor/grad_norm/executor",
+        "train/success_rate",
+        "timing_s/rollout",
+        "timing_s/update",
+        "coach/parse/ok",
+    ):
+        assert sorted(steps[name]) == [0, 1], (tracker, name)
+    assert steps["val/success_rate"] == [1], tracker  # evaluated after iteration 1 only (eval_every: 2)
+
+
+def test_every_iteration_is_in_tensorboard_once_under_verl_like_names(mathchat_run):
+    """Read back with TensorBoard's own reader, after the same run id ran again (it logged nothing twice)."""
+    from tensorboard.backend.event_processing.event_multiplexer import EventMultiplexer
+
+    run, _, _ = mathchat_run
+    events = EventMultiplexer().AddRunsFromDirectory(run.store.path(run.run_id, "tensorboard")).Reload()
+    steps: dict[str, list[int]] = {}
+    for name in events.Runs():
+        for tag in events.GetAccumulator(name).Tags()["scalars"]:
+            steps.setdefault(tag, []).extend(e.step for e in events.Scalars(name, tag))
+    check_tracked(steps, "tensorboard")
+
+
+def test_wandb_offline_and_mlflow_hold_the_same_scalars_and_no_secret(mathchat_run):
+    """The run enabled W&B (offline mode: files only) and MLflow (its default SQLite store in the run)."""
+    from mlflow.tracking import MlflowClient
+    from wandb_records import logged_history
+
+    run, _, _ = mathchat_run
+    folder = run.store.path(run.run_id, "wandb")
+    steps: dict[str, list[int]] = {}
+    for row in logged_history(folder):
+        for name in row:
+            if not name.startswith("_") and name != "iteration":
+                steps.setdefault(name, []).append(row["iteration"])
+    check_tracked(steps, "wandb")
+
+    client = MlflowClient(f"sqlite:///{run.store.path(run.run_id, 'mlflow.db')}")
+    experiment = client.get_experiment_by_name("mappa")
+    (found,) = client.search_runs([experiment.experiment_id], filter_string="tags.`mappa.run_id` = 'it-run'")
+    assert found.data.params["rollout.problems_per_iteration"] == "3", found.data.params
+    metric_history = client.get_metric_history
+    history = {name: [m.step for m in metric_history(found.info.run_id, name)] for name in found.data.metrics}
+    check_tracked(history, "mlflow")
+
+    written = b"".join(p.read_bytes() for p in Path(folder).rglob("*") if p.is_file())
+    written += Path(run.store.path(run.run_id, "mlflow.db")).read_bytes()
+    assert SECRET.encode() not in written  # the coach's key was in the environment all along
