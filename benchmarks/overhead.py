@@ -119,6 +119,7 @@ def run_iteration(args, overrides: list[str], run_id: str, timeline: probes.Time
     from prefect import flow
 
     from mappa.flows.train import train
+    from mappa.stages.progress import terminal_progress
 
     probes.install(timeline)
 
@@ -130,7 +131,8 @@ def run_iteration(args, overrides: list[str], run_id: str, timeline: probes.Time
     warm_up()
     flow_started = time.monotonic()
     timeline.add("Prefect server start", started, flow_started)
-    train(config_path=args.config, overrides=overrides, run_id=run_id)
+    with terminal_progress():  # a bar per long stage, when this is a terminal
+        train(config_path=args.config, overrides=overrides, run_id=run_id)
     ended = time.monotonic()
     timeline.add("Prefect", flow_started, ended)
     timeline.closed = True

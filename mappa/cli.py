@@ -89,11 +89,12 @@ def run_logged(
     exit code and None after printing the one line of an interrupt or a failure."""
     from mappa.flows.temporary_server import start_temporary_server
     from mappa.run_log import run_log
+    from mappa.stages.progress import terminal_progress
 
     with run_log(root, run_id, args.command, debug=args.debug) as log:
         try:
             start_temporary_server()  # apart from the terminal: Ctrl-C stops the run, not it
-            with run_tags(config):
+            with run_tags(config), terminal_progress():  # a bar per long stage, on a terminal
                 return 0, flow()
         except KeyboardInterrupt:
             return interrupted(args, run_id, root), None

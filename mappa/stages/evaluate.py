@@ -31,6 +31,7 @@ from mappa.envs.outcome_summary import summarize_by_kind
 from mappa.envs.overlap import find_overlap
 from mappa.envs.registry import load_env_problems
 from mappa.inference.engine import SamplingParams
+from mappa.stages.progress import StageProgress
 from mappa.stages.rollout import roll_out
 from mappa.stages.stage import (
     Stage,
@@ -169,7 +170,8 @@ def evaluate_iteration(run: Run, iteration: int) -> dict[str, Any]:
         seed=config.seed,
     )
     # roll_out's iteration is the one the weights serve: iteration K + 1 rolls out with checkpoint K
-    trajectories = roll_out(run, pairs, iteration + 1, params)
+    progress = StageProgress("evaluate", iteration, len(pairs), "problems")
+    trajectories = roll_out(run, pairs, iteration + 1, params, progress)
     generated = time.perf_counter() - started
     results = results_frame(trajectories)
     frame = trajectories_to_frame(trajectories, iteration)

@@ -81,14 +81,19 @@ def sandbox_limits(run: Run) -> SandboxLimits:
 
 
 def roll_out(
-    run: Run, problems: list[tuple[str, Problem]], iteration: int, params: SamplingParams
+    run: Run,
+    problems: list[tuple[str, Problem]],
+    iteration: int,
+    params: SamplingParams,
+    progress: StageProgress | None = None,
 ) -> list[Trajectory]:
-    """Run the env over (trajectory id, problem) pairs with the agents' current weights."""
+    """Run the env over (trajectory id, problem) pairs with the weights iteration `iteration` rolls out
+    with; `progress` (default: this rollout's) counts the finished trajectories."""
     workers = agent_workers(run, iteration)
     agents = build_agents(run, workers, params)
     spec = get_env_spec(run.config.env.type)
 
-    progress = StageProgress("rollout", iteration, len(problems), "trajectories")
+    progress = progress or StageProgress("rollout", iteration, len(problems), "trajectories")
 
     async def run_batch(batch: list[tuple[str, Problem]]):
         trajectories = await spec.run(batch, agents, sandbox_limits(run), run.config.env)
