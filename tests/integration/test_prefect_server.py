@@ -2,8 +2,9 @@
 run whose score stage fails (the coach endpoint is down), `prefect flow-run retry` (what the UI's Retry
 does), and a check that the retried run finished without recomputing the stages that had finished.
 
-With Chromium installed (Debian's `chromium`), the flow run's page is screenshotted headless into
-$MAPPA_UI_SCREENSHOT (default: the test's temporary folder), outside the repository.
+With Chromium installed (Debian's `chromium`), the flow run's page, its retried iteration's page and the
+iteration's report are screenshotted headless into $MAPPA_UI_SCREENSHOT (default: the test's temporary
+folder; `-iteration` and `-report` beside it), outside the repository.
 """
 
 from __future__ import annotations
@@ -214,6 +215,8 @@ def test_failed_stage_retried_from_prefect_skips_finished_stages(tmp_path, tiny_
         shot = Path(os.environ.get("MAPPA_UI_SCREENSHOT", tmp_path / "flow-run.png"))
         report = shot.with_name(f"{shot.stem}-report.png")
         report_id = next(a["id"] for a in artifacts if a["key"] == "mappa-ui-run-report")
+        iteration = shot.with_name(f"{shot.stem}-iteration.png")
         _screenshot(prefect_server, f"runs/flow-run/{flow_run_id}", shot)
+        _screenshot(prefect_server, f"runs/flow-run/{iterations[-1]['id']}", iteration)  # its stages' graph
         _screenshot(prefect_server, f"artifacts/artifact/{report_id}", report)
-        assert shot.stat().st_size > 10_000 and report.stat().st_size > 10_000
+        assert all(path.stat().st_size > 10_000 for path in (shot, iteration, report))
