@@ -338,6 +338,20 @@ class ClusterConfig(_Section):
     more than 1 needs `trainer.type: deepspeed`."""
     num_gpus: float = Field(0, ge=0)
     """GPUs per agent actor (per rank), e.g. 1; 0 on a CPU machine."""
+    placement: dict[str, dict[str, float]] = Field(default_factory=dict)
+    """Ray resources a worker asks for, by agent seat (and `coach` for a local coach's worker), to place it
+    on chosen nodes: {solver: {node_b: 1}} puts the solver on a node started with `ray start --resources
+    '{"node_b": 1}'` (each rank of a multi-rank agent asks for as much). Checked against the cluster's
+    alive nodes before any worker starts."""
+
+    @field_validator("placement")
+    @classmethod
+    def _amounts_positive(cls, placement: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
+        for seat, wanted in placement.items():
+            bad = {name: amount for name, amount in wanted.items() if amount <= 0}
+            if bad:
+                raise ValueError(f"cluster.placement.{seat} asks for {bad}: every amount must be > 0")
+        return placement
 
 
 class RetryConfig(_Section):
@@ -440,6 +454,16 @@ class RunConfig(_Section):
             if "template" not in (coach or {}):
                 data = {**data, "coach": {**(coach or {}), "template": env_type}}
         return data
+
+    @model_validator(mode="after")
+    def _placement_names_seats(self) -> RunConfig:
+        unknown = sorted(set(self.cluster.placement) - {*self.agents, "coach"})
+        if unknown:
+            raise ValueError(
+                f"cluster.placement names {unknown}, which are not seats of this run: use the agents "
+                f"{sorted(self.agents)} or coach"
+            )
+        return self
 
     @model_validator(mode="after")
     def _ranks_need_deepspeed(self) -> RunConfig:

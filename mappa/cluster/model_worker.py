@@ -35,6 +35,36 @@ from mappa.inference.vllm_engine import vllm_engine_for
 from mappa.storage.store import ArtifactStore
 
 
+class StoreUnreachableError(RuntimeError):
+    """A worker's node cannot reach the run's artifact store."""
+
+
+def worker_store(root: str, run_id: str, seat: str) -> ArtifactStore:
+    """The run's store as this worker's node sees it: a StoreUnreachableError naming the node and the fix
+    when the run is not there (a local root on another machine than the driver's) or the store answers
+    with an error (no credentials on this node)."""
+    import ray
+
+    node = ray.util.get_node_ip_address() if ray.is_initialized() else "this machine"
+    store = ArtifactStore(root)
+    try:
+        found = store.exists(run_id, "config.yaml")
+    except Exception as exc:  # noqa: BLE001 - fsspec backends raise their own (botocore's, aiohttp's, ...)
+        raise StoreUnreachableError(
+            f"the worker of agent {seat} on node {node} cannot reach the artifact store {store.url(run_id)}: "
+            f"{type(exc).__name__}: {exc}. Give every node the store's credentials (AWS_* in the environment "
+            "`ray start` runs in, or an instance role)"
+        ) from exc
+    if not found:
+        where = "a folder on the driver's machine" if store.is_local else "a store this node sees empty"
+        raise StoreUnreachableError(
+            f"the worker of agent {seat} on node {node} does not see run {run_id} at {store.url(run_id)} "
+            f"({where}). On a cluster whose nodes share no disk, keep runs where every node reaches them "
+            "(storage.root: s3://bucket/runs) or mount the folder at the same path on every node"
+        )
+    return store
+
+
 class ModelWorker:
     def __init__(
         self,
@@ -167,14 +197,14 @@ class ModelWorker:
         """Write weights, optimizer, LR schedule and RNG state under the store, with the data `position`;
         marks this worker at `iteration + 1`."""
         self.weights_iteration = iteration + 1
-        store = ArtifactStore(root)
+        store = worker_store(root, parts[0], self.name)
         with tempfile.TemporaryDirectory(prefix="mappa-ckpt-") as tmp:
             self.trainer.save_checkpoint(Path(tmp), extra={"iteration": iteration, **(position or {})})
             self.tokenizer.save_pretrained(tmp)
             return store.put_folder(Path(tmp), *parts, move=True)
 
     def load_checkpoint(self, root: str, parts: list[str]) -> int:
-        store = ArtifactStore(root)
+        store = worker_store(root, parts[0], self.name)
         with tempfile.TemporaryDirectory(prefix="mappa-ckpt-") as tmp:
             store.get_folder(Path(tmp), *parts)
             extra = self.trainer.load_checkpoint(Path(tmp))

@@ -91,12 +91,13 @@ def _rendezvous() -> tuple[str, int]:
         return ray.util.get_node_ip_address(), probe.getsockname()[1]
 
 
-def rank_placement(name: str, ranks: int, num_gpus: float) -> Any:
-    """The agent's placement group (created once, found again by name), ready."""
+def rank_placement(name: str, ranks: int, num_gpus: float, resources: dict[str, float] | None = None) -> Any:
+    """The agent's placement group (created once, found again by name), ready; each rank's bundle also
+    holds the agent's `cluster.placement` resources."""
     try:
         group = get_placement_group(name)
     except ValueError:
-        bundle = {"CPU": CPU_SHARE, **({"GPU": num_gpus} if num_gpus else {})}
+        bundle = {"CPU": CPU_SHARE, **({"GPU": num_gpus} if num_gpus else {}), **(resources or {})}
         group = placement_group([bundle] * ranks, strategy="PACK", name=name, lifetime="detached")
     ray.get(group.ready())
     return group

@@ -11,8 +11,10 @@ no CPUs of their own, since the stages call them one at a time and they share th
 worker asks for `cluster.num_gpus` GPUs. A trainable agent with `cluster.trainer_ranks` > 1 is a group of
 rank workers in a placement group (`mappa.cluster.rank_group`), used exactly like one worker; with vLLM its
 first `engine.num_engines` ranks each hold an engine and share every generation call. With `engine.shared`
-(one small machine) all agents generate on one vLLM engine actor (`mappa.cluster.shared_engine`). Nothing
-else differs between a laptop and a cluster.
+(one small machine) all agents generate on one vLLM engine actor (`mappa.cluster.shared_engine`).
+`cluster.placement` puts a seat's workers on the nodes that have the Ray resources it names
+(`mappa.cluster.placement`, checked before any worker starts). Nothing else differs between a laptop and a
+cluster.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import ray
 
 from mappa.cluster.handles import WorkerHandle
 from mappa.cluster.model_worker import ModelWorker
+from mappa.cluster.placement import check_placement, resources_of
 from mappa.cluster.rank_group import CPU_SHARE, RankGroup, in_bundle, process_group_env, rank_placement
 from mappa.cluster.shared_engine import SHARED_ENGINE, shared_engine
 from mappa.config import RunConfig
@@ -78,6 +81,7 @@ def _worker(
     options = dict(
         get_if_exists=True, lifetime="detached", max_concurrency=1, num_gpus=config.cluster.num_gpus
     )
+    resources = resources_of(config, name)
     if ranks == 1:
         shared = None
         if config.engine.shared and vllm:
@@ -86,7 +90,9 @@ def _worker(
             shared = shared_engine(
                 run.run_id, model, settings, config.seed, cluster.num_gpus, cluster.torch_threads
             )
-        actor = ray.remote(ModelWorker).options(name=f"mappa-{run.run_id}-{name}", num_cpus=0, **options)
+        actor = ray.remote(ModelWorker).options(
+            name=f"mappa-{run.run_id}-{name}", num_cpus=0, resources=resources or None, **options
+        )
         return actor.remote(*args, None, shared)
     actor_name = f"mappa-{run.run_id}-{name}-rank"
     alive = [_named(f"{actor_name}{k}") for k in range(ranks)]
@@ -94,7 +100,7 @@ def _worker(
         return RankGroup(alive, engines)
     for survivor in filter(None, alive):  # a group that lost a rank cannot take a new one: start afresh
         ray.kill(survivor)
-    group = rank_placement(f"mappa-{run.run_id}-{name}", ranks, config.cluster.num_gpus)
+    group = rank_placement(f"mappa-{run.run_id}-{name}", ranks, config.cluster.num_gpus, resources)
     envs = process_group_env(group, ranks)
     actors = []
     for rank, env in enumerate(envs):
@@ -118,6 +124,9 @@ def _named(actor_name: str) -> Any:
 def agent_workers(run: Run, iteration: int) -> dict[str, WorkerHandle]:
     """One worker per agent, serving the weights that iteration `iteration` must roll out with."""
     ensure_ray(run.config)
+    config = run.config
+    ranks = {name: config.cluster.trainer_ranks for name, agent in config.agents.items() if agent.trainable}
+    check_placement(config, list(config.agents), ranks)  # before Ray leaves a worker pending for ever
     workers = {
         name: _worker(run, name, agent.model, agent.trainable, agent.lora and agent.lora.model_dump())
         for name, agent in run.config.agents.items()
@@ -140,6 +149,7 @@ def coach_worker(run: Run, model: str | None = None, name: str = COACH) -> Worke
     """A local coach's model (frozen), for `coach.type: local`: the run's coach (`model` None), or another
     model under another worker name (a re-scoring)."""
     ensure_ray(run.config)
+    check_placement(run.config, [name])
     # HF: `expected` scoring reads next-token probabilities, which the vLLM engine does not give
     worker = _worker(run, name, model or run.config.coach.model, trainable=False, engine="hf")
     ray.get(worker.ready.remote())

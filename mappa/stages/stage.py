@@ -127,7 +127,12 @@ def execute(run: Run, iteration: int, name: str) -> dict[str, Any]:
     try:
         manifest = stage.compute(run, iteration)
     except Exception as exc:
-        run.record_event(iteration, name, "failed", error=error_line(exc))
+        from mappa.cluster.worker_loss import worker_lost_error
+
+        lost = worker_lost_error(exc, run.config)  # a dead Ray worker: which agent, which node
+        run.record_event(iteration, name, "failed", error=error_line(lost or exc))
+        if lost is not None:
+            raise lost from exc
         raise
     run.record_event(iteration, name, "finished", seconds=round(time.perf_counter() - started, 3))
     return manifest

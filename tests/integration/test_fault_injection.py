@@ -229,7 +229,7 @@ def check_prefect(api_url: str, run_id: str, root: str) -> bytes:
     names = {t["id"]: t["name"] for t in task_runs}
     for before, after in (("rollout-1", "score-1"), ("update-1", "report-1")):  # the graph's arrows
         waits = [names[i["id"]] for i in last_tasks[after]["task_inputs"]["wait_for"]]
-        assert waits == [before], (after, last_tasks[after]["task_inputs"])
+        assert before in waits, (after, last_tasks[after]["task_inputs"])
     return dump
 
 
