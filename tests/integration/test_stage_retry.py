@@ -10,6 +10,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from prefect_api import stage_task_runs
 from tiny_run import scripted_coach, write_tiny_config
 
 from mappa.cli import main
@@ -28,7 +29,7 @@ def flow_runs_named(name: str) -> list:
 
 
 def test_a_failed_stage_is_one_line_and_a_resume_with_retries_asks_only_for_missing_answers(
-    tmp_path, tiny_model, prefect_harness, ray_local, coach_server, capfd
+    tmp_path, tiny_model, prefect_api_url, ray_local, coach_server, capfd
 ):
     root = tmp_path / "runs"
     path = write_tiny_config(
@@ -56,7 +57,9 @@ def test_a_failed_stage_is_one_line_and_a_resume_with_retries_asks_only_for_miss
     assert failed.state.is_failed() and {"mappa", "config:retry"} <= set(failed.tags)
     retry = ["retry", str(failed.id), "--set", "retries.score=2"]  # the flow run id, as copied from the UI
     assert main(retry) == 0, capfd.readouterr()
-    assert len(flow_runs_named("retry-run-resume")) == 1
+    (resumed,) = flow_runs_named("retry-run-resume")
+    tasks = {t["name"]: t["state"]["name"] for t in stage_task_runs(prefect_api_url, [str(resumed.id)])}
+    assert tasks["rollout-0"] == "Cached" and tasks["score-0"] == "Completed", tasks  # finished: Cached
 
     run = Run.open(str(root), "retry-run")
     kinds = Counter((e["stage"], e["kind"]) for e in run.events())
