@@ -33,7 +33,9 @@ def _log_console():
 def terminal_progress(console=None) -> Iterator[None]:
     """While the block runs, each long stage also draws a bar on `console` (default: the log's), if that
     is a terminal; the bars go when the block ends."""
+    from rich.default_styles import DEFAULT_STYLES
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.theme import Theme
 
     global _TERMINAL
     console = console or _log_console()
@@ -47,12 +49,18 @@ def terminal_progress(console=None) -> Iterator[None]:
         TextColumn("{task.fields[unit]}"),
         TimeElapsedColumn(),
     )
-    with Progress(*columns, console=console, transient=True) as bar:
-        _TERMINAL = bar
-        try:
-            yield
-        finally:
-            _TERMINAL = None
+    # Prefect's console has a theme of its own without rich's bar styles: lend it those for the block
+    bar_styles = {name: s for name, s in DEFAULT_STYLES.items() if name.startswith(("bar.", "progress."))}
+    console.push_theme(Theme(bar_styles))
+    try:
+        with Progress(*columns, console=console, transient=True) as bar:
+            _TERMINAL = bar
+            try:
+                yield
+            finally:
+                _TERMINAL = None
+    finally:
+        console.pop_theme()
 
 
 def _in_a_prefect_run() -> bool:

@@ -2,15 +2,19 @@
 the log's lines printed above it, gone when the stage is done; nothing where the output is not a terminal."""
 
 import io
+import re
 
 from rich.console import Console
+from rich.theme import Theme
 
 from mappa.stages.progress import StageProgress, terminal_progress
 
 
 def _console(terminal: bool) -> tuple[Console, io.StringIO]:
+    """A console like Prefect's log console: a theme of its own, without rich's default styles."""
     out = io.StringIO()
-    return Console(file=out, force_terminal=terminal, width=100, color_system=None), out
+    theme = Theme({"level.info_level": "cyan"}, inherit=False)
+    return Console(file=out, force_terminal=terminal, width=100, color_system="standard", theme=theme), out
 
 
 def test_a_stage_draws_a_bar_on_a_terminal_and_log_lines_print_above_it():
@@ -22,7 +26,7 @@ def test_a_stage_draws_a_bar_on_a_terminal_and_log_lines_print_above_it():
         console.print("iter 3 score      12 actions")  # a log line while the bar is up
         progress.advance(2)
     assert "rollout of iteration 3" in drawn and "2/4" in drawn and "trajectories" in drawn, drawn
-    assert "iter 3 score      12 actions" in out.getvalue()
+    assert "iter 3 score      12 actions" in re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", out.getvalue())
     assert progress.bar_task is None  # done: its bar removed
 
 
