@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from mappa.cluster.worker_loss import worker_lost_error
 from mappa.config import RunConfig
 from mappa.core.errors import error_line
 from mappa.storage.run import MANIFEST, TIME_FORMAT, Run, code_version, source_hash
@@ -127,8 +128,6 @@ def execute(run: Run, iteration: int, name: str) -> dict[str, Any]:
     try:
         manifest = stage.compute(run, iteration)
     except Exception as exc:
-        from mappa.cluster.worker_loss import worker_lost_error
-
         lost = worker_lost_error(exc, run.config)  # a dead Ray worker: which agent, which node
         run.record_event(iteration, name, "failed", error=error_line(lost or exc))
         if lost is not None:
