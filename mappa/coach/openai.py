@@ -5,7 +5,9 @@ Connection errors, timeouts, 429 and 5xx are retried up to `max_retries` times w
 and full jitter (a numeric `Retry-After` is honoured, capped at 30 s); other 4xx fail at once, naming
 the status and the endpoint. When the endpoint stays unreachable, `CoachUnavailableError` names the
 base_url and the fix. The API key is sent only in the Authorization header: never logged, never in
-errors or `repr`.
+errors or `repr`. `usage` counts what the endpoint reported using (requests answered, prompt and
+completion tokens, from each answer's `usage`) and the most requests that were in flight at once; the score
+manifest records it (`coach_usage`).
 
 Not covered here: streaming, tool calling, or counting tokens against the endpoint's context limit.
 """
@@ -36,6 +38,8 @@ class OpenAICoach(LLMCoach):
         self.config = config
         self.url = config.base_url.rstrip("/") + "/chat/completions"
         self._api_key = api_key
+        self.usage = {"requests": 0, "prompt_tokens": 0, "completion_tokens": 0, "max_in_flight": 0}
+        self._in_flight = 0
         self.backoff_s = backoff_s
         self.max_backoff_s = max_backoff_s
 
@@ -56,11 +60,15 @@ class OpenAICoach(LLMCoach):
                 async with semaphore:
                     if failures:  # after a failure no new request starts; those in flight finish
                         return None
+                    self._in_flight += 1
+                    self.usage["max_in_flight"] = max(self.usage["max_in_flight"], self._in_flight)
                     try:
                         answer = await self._post_with_retries(client, messages)
                     except Exception as exc:  # noqa: BLE001 - raised below, once the others finished
                         failures.append(exc)
                         return None
+                    finally:
+                        self._in_flight -= 1
                     if on_answer is not None:
                         on_answer(index, answer)  # stored before the next request starts
                     return answer
@@ -69,6 +77,11 @@ class OpenAICoach(LLMCoach):
         if failures:  # raised once every answer that arrived is stored: a retry asks only for the rest
             raise failures[0]
         return [answer for answer in answers if answer is not None]
+
+    def _count(self, response: httpx.Response) -> None:
+        self.usage["requests"] += 1
+        for key, tokens in _reported_usage(response).items():
+            self.usage[key] += tokens
 
     async def _post_with_retries(self, client: httpx.AsyncClient, messages: list[dict[str, str]]) -> str:
         payload = {
@@ -87,7 +100,9 @@ class OpenAICoach(LLMCoach):
                 last = f"{type(exc).__name__}: {exc}"
             else:
                 if response.status_code == 200:
-                    return _content(response, self.url)
+                    answer = _content(response, self.url)
+                    self._count(response)
+                    return answer
                 if response.status_code not in _RETRY_STATUS:
                     raise CoachError(
                         f"coach endpoint {self.url} answered HTTP {response.status_code}: "
@@ -118,6 +133,15 @@ def _retry_after(response: httpx.Response) -> float | None:
         return max(0.0, float(value)) if value is not None else None
     except ValueError:
         return None  # an HTTP date: fall back to our own backoff
+
+
+def _reported_usage(response: httpx.Response) -> dict[str, int]:
+    """The answer's `usage` (prompt and completion tokens), where the endpoint reports it."""
+    try:
+        usage = response.json().get("usage") or {}
+        return {key: int(usage.get(key) or 0) for key in ("prompt_tokens", "completion_tokens")}
+    except (ValueError, TypeError, AttributeError):
+        return {}
 
 
 def _content(response: httpx.Response, url: str) -> str:

@@ -117,6 +117,7 @@ def score_actions(
         mean_score_by_kind=by_kind,
         rubric_agreement=agreement,
         coach_cache=cache.stats(),
+        coach_usage=getattr(coach, "usage", None),  # an endpoint's coach: requests and tokens it reported
         answer_shares=shares,
         bias_warnings=warnings,
     )
