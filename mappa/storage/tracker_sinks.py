@@ -23,10 +23,13 @@ from __future__ import annotations
 
 import atexit
 import hashlib
+import netrc
+import os
 import re
 import time
 from pathlib import Path
 from typing import Any, Protocol
+from urllib.parse import urlparse
 
 from mappa.config import ConfigError, MlflowConfig, RunConfig, WandbConfig
 from mappa.storage.run import Run
@@ -155,6 +158,17 @@ def wandb_folder(run: Run) -> Path:
     return LOCAL_CACHE / "wandb" / run.run_id
 
 
+def wandb_logged_in() -> bool:
+    """Whether W&B has a key: WANDB_API_KEY, or the netrc entry `wandb login` writes for its host."""
+    if os.environ.get("WANDB_API_KEY"):
+        return True
+    host = urlparse(os.environ.get("WANDB_BASE_URL", "https://api.wandb.ai")).hostname
+    try:
+        return netrc.netrc(os.environ.get("NETRC")).authenticators(host) is not None
+    except (FileNotFoundError, netrc.NetrcParseError):
+        return False
+
+
 def check_trackers(config: RunConfig) -> None:
     """Refuse, before anything starts, a tracker that could not log: its package missing, W&B online
     without a login, MLflow's default store on a remote root."""
@@ -173,9 +187,7 @@ def check_trackers(config: RunConfig) -> None:
                 f"pip install 'mappa[trackers]' (or {name}), or set trackers.{module}.enabled=false"
             ) from None
     if wandb.enabled and wandb.mode == "online":
-        import wandb as wandb_module
-
-        if not wandb_module.api.api_key:
+        if not wandb_logged_in():
             raise ConfigError(
                 "trackers.wandb.mode=online needs a W&B login: run `wandb login` or set WANDB_API_KEY, "
                 "or log locally with trackers.wandb.mode=offline (then `wandb sync` the run's wandb folder)"
