@@ -78,9 +78,9 @@ class OpenAICoach(LLMCoach):
             raise failures[0]
         return [answer for answer in answers if answer is not None]
 
-    def _count(self, response: httpx.Response) -> None:
+    def _count(self, used: dict[str, int]) -> None:
         self.usage["requests"] += 1
-        for key, tokens in _reported_usage(response).items():
+        for key, tokens in used.items():
             self.usage[key] += tokens
 
     async def _post_with_retries(self, client: httpx.AsyncClient, messages: list[dict[str, str]]) -> str:
@@ -100,8 +100,8 @@ class OpenAICoach(LLMCoach):
                 last = f"{type(exc).__name__}: {exc}"
             else:
                 if response.status_code == 200:
-                    answer = _content(response, self.url)
-                    self._count(response)
+                    answer, used = _answer(response, self.url)
+                    self._count(used)
                     return answer
                 if response.status_code not in _RETRY_STATUS:
                     raise CoachError(
@@ -135,23 +135,24 @@ def _retry_after(response: httpx.Response) -> float | None:
         return None  # an HTTP date: fall back to our own backoff
 
 
-def _reported_usage(response: httpx.Response) -> dict[str, int]:
-    """The answer's `usage` (prompt and completion tokens), where the endpoint reports it."""
+def _answer(response: httpx.Response, url: str) -> tuple[str, dict[str, int]]:
+    """The answer's text and the tokens the endpoint reports it used (`usage`, where it reports one), from
+    one parse of the body."""
     try:
-        usage = response.json().get("usage") or {}
-        return {key: int(usage.get(key) or 0) for key in ("prompt_tokens", "completion_tokens")}
-    except (ValueError, TypeError, AttributeError):
-        return {}
-
-
-def _content(response: httpx.Response, url: str) -> str:
-    try:
-        return response.json()["choices"][0]["message"].get("content") or ""
+        body = response.json()
+        content = body["choices"][0]["message"].get("content") or ""
     except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
         raise CoachError(
             f"coach endpoint {url} did not answer in OpenAI chat format ({type(exc).__name__}): "
             f"{response.text[:300]!r}; point coach.base_url at an OpenAI-compatible /v1 endpoint"
         ) from None
+    usage = body.get("usage") if isinstance(body, dict) else None
+    if not isinstance(usage, dict):
+        return content, {}
+    try:
+        return content, {key: int(usage.get(key) or 0) for key in ("prompt_tokens", "completion_tokens")}
+    except (TypeError, ValueError):
+        return content, {}
 
 
 def check_endpoint(config: CoachConfig, api_key: str | None, timeout_s: float = 10.0) -> None:
