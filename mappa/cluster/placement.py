@@ -43,8 +43,10 @@ def check_placement(config: RunConfig, names: list[str], ranks: dict[str, int] |
     wanted = {name: resources_of(config, name) for name in names}
     if not any(wanted.values()):
         return
-    nodes = [node for node in ray.nodes() if node["Alive"]]
-    offered = ", ".join(f"{node['NodeManagerAddress']} {offered_resources(node)}" for node in nodes) or "none"
+    alive = [node for node in ray.nodes() if node["Alive"]]  # (two nodes may share an address)
+    offers = [offered_resources(node) for node in alive]
+    described = (f"{n['NodeManagerAddress']} {r}" for n, r in zip(alive, offers, strict=True))
+    offered = ", ".join(described) or "none"
     fix = (
         "start a node that has it (ray start --address <head> --resources '{\"<name>\": <amount>}') or "
         "change cluster.placement (an execution setting: `mappa resume RUN --set "
@@ -54,7 +56,7 @@ def check_placement(config: RunConfig, names: list[str], ranks: dict[str, int] |
     for name, resources in wanted.items():
         if not resources:
             continue
-        if not any(all(offered_resources(n).get(k, 0) >= v for k, v in resources.items()) for n in nodes):
+        if not any(all(node.get(k, 0) >= v for k, v in resources.items()) for node in offers):
             raise PlacementError(
                 f"{name}'s worker asks for {resources} (cluster.placement), which no alive node of the Ray "
                 f"cluster has (alive nodes: {offered}); {fix}"
@@ -62,7 +64,7 @@ def check_placement(config: RunConfig, names: list[str], ranks: dict[str, int] |
         for key, amount in resources.items():
             totals[key] = totals.get(key, 0) + amount * (ranks or {}).get(name, 1)
     for key, amount in totals.items():
-        have = sum(offered_resources(node).get(key, 0) for node in nodes)
+        have = sum(node.get(key, 0) for node in offers)
         if amount > have:
             askers = sorted(name for name, resources in wanted.items() if key in resources)
             raise PlacementError(

@@ -38,12 +38,13 @@ def _actor(actor_id: str | None) -> dict[str, Any]:
         return {}
 
 
-def _seat(actor_name: str) -> str:
-    """`mappa-<run id>-<seat>` (or `...-<seat>-rank<k>`) -> the seat, as far as the name tells."""
+def _seat(actor_name: str) -> tuple[str, str | None]:
+    """`mappa-<run id>-<seat>` (or `...-<seat>-rank<k>`) -> (the seat, the rank or None), as far as the
+    name tells."""
     tail = actor_name.rsplit("-", 2)
     if len(tail) == 3 and tail[2].startswith("rank"):
-        return f"{tail[1]} (rank {tail[2].removeprefix('rank')})"
-    return actor_name.rsplit("-", 1)[-1]
+        return tail[1], tail[2].removeprefix("rank")
+    return actor_name.rsplit("-", 1)[-1], None
 
 
 def _actor_error_in(exc: BaseException | None, depth: int = 0) -> RayActorError | None:
@@ -70,6 +71,7 @@ def worker_lost_error(exc: BaseException, config: RunConfig | None = None) -> Wo
     name = actor.get("Name") or ""
     if not name.startswith(WORKER_PREFIX):
         return None
+    seat, rank = _seat(name)
     for _ in range(SETTLE_TRIES):  # the caller can hear of a broken worker before the GCS has it dead
         if actor.get("State") == "DEAD":
             break
@@ -81,14 +83,15 @@ def worker_lost_error(exc: BaseException, config: RunConfig | None = None) -> Wo
         where, cause = "an unknown node", "its node is not in the cluster any more"
     else:
         offered = offered_resources(node)
-        asked = resources_of(config, _seat(name).split(" ")[0]) if config else {}
+        asked = resources_of(config, seat) if config else {}
         placed = f", resources {offered}" if offered else ""
         placed += f", placed there by cluster.placement: {asked}" if asked else ""
         where = f"node {node['NodeManagerAddress']} ({node_id[:12]}{placed})"
         gone = "NODE_DIED" in str(actor.get("DeathCause", "")) or not node["Alive"]
         cause = "that node is gone" if gone else "that node is alive: the worker process died"
+    agent = f"{seat} (rank {rank})" if rank else seat
     return WorkerLostError(
-        f"the worker of agent {_seat(name)} ({name}) died on {where}: {cause}. Finished stages are kept; "
+        f"the worker of agent {agent} ({name}) died on {where}: {cause}. Finished stages are kept; "
         "`mappa resume` starts a new worker on a node that cluster.placement allows (change it with --set "
         "cluster.placement.<seat>=... if that node is not coming back)"
     )

@@ -61,6 +61,6 @@ def test_workers_that_fit_alone_but_not_together_are_refused(monkeypatch):
 
 
 def test_a_dead_workers_seat_is_read_from_its_name():
-    assert _seat("mappa-my-run-solver") == "solver"
-    assert _seat("mappa-my-run-solver-rank1") == "solver (rank 1)"
-    assert _seat("mappa-run-coach") == "coach"
+    assert _seat("mappa-my-run-solver") == ("solver", None)
+    assert _seat("mappa-my-run-solver-rank1") == ("solver", "1")
+    assert _seat("mappa-run-coach") == ("coach", None)
