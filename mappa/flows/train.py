@@ -101,7 +101,8 @@ def train_iteration(root: str, run_id: str, iteration: int) -> None:
         run_id: The run.
         iteration: Which iteration (0 is the first).
     """
-    config = Run.open(root, run_id).config
+    run = Run.open(root, run_id)
+    config = run.config
     logger = get_run_logger()
     before = None  # the previous stage's state: the graph's arrow into the next one
     for name in TRAINING:
@@ -116,7 +117,7 @@ def train_iteration(root: str, run_id: str, iteration: int) -> None:
     configure_stage("report", config, run_id)(root, run_id, iteration, wait_for=[before])
     every = config.rollout.eval_every
     if every and (iteration + 1) % every == 0:
-        evaluate_iteration(Run.open(root, run_id), iteration, logger, after=before)
+        evaluate_iteration(run, iteration, logger, after=before)
 
 
 def evaluate_iteration(run: Run, iteration: int, logger, after) -> None:
