@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from server_process import free_port
 
 from mappa.stages import output_parts
 
@@ -20,15 +20,9 @@ pytest.importorskip("deepspeed", reason="the deepspeed backend's tests need `pip
 STEPS = Path(__file__).with_name("trainer_steps.py")
 
 
-def free_port() -> str:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return str(probe.getsockname()[1])
-
-
 def run_ranks(model: Path, out: Path, world_size: int, plan: dict[str, dict]) -> dict:
     """`trainer_steps.py` as `world_size` processes of one process group; rank 0's JSON, by plan entry."""
-    port = free_port()
+    port = str(free_port())
     procs = []
     for rank in range(world_size):
         env = {

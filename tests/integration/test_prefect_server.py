@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -23,6 +22,7 @@ import pytest
 from mappa_process import MappaProcess, child_env
 from openai_test_server import CoachServer
 from prefect_api import api, iteration_runs, stage_task_runs
+from server_process import free_port, server_process
 from tiny_run import scripted_coach, write_tiny_config
 
 from mappa.stages import output_parts, stage_complete
@@ -31,12 +31,6 @@ from mappa.storage.run import Run
 pytestmark = pytest.mark.slow
 
 TIMEOUT_S = 600
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +42,7 @@ def prefect_server(tmp_path_factory, request):
         yield request.getfixturevalue("prefect_api_url")
         return
     home = tmp_path_factory.mktemp("prefect-home")
-    port = _free_port()
+    port = free_port()
     url = f"http://127.0.0.1:{port}/api"
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
     env.update(
@@ -57,32 +51,11 @@ def prefect_server(tmp_path_factory, request):
         PREFECT_LOGGING_LEVEL="WARNING",
         PREFECT_UI_API_URL=url,  # what the browser asks (default: port 4200)
     )
-    log = open(home / "server.log", "wb")  # closed below
     prefect = str(Path(sys.executable).with_name("prefect"))
-    server = subprocess.Popen(
-        [prefect, "server", "start", "--host", "127.0.0.1", "--port", str(port)],
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    deadline = time.monotonic() + 180
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                break
-        except httpx.HTTPError:
-            time.sleep(0.5)
-    else:
-        server.kill()
-        pytest.fail(f"prefect server did not start in 180 s: {(home / 'server.log').read_text()[-2000:]}")
-    yield url
-    server.terminate()
-    try:
-        server.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        server.kill()
-    log.close()
+    command = [prefect, "server", "start", "--host", "127.0.0.1", "--port", str(port)]
+    healthy = lambda: httpx.get(f"{url}/health", timeout=2).status_code == 200  # noqa: E731
+    with server_process(command, env, home / "server.log", healthy, timeout_s=180):
+        yield url
 
 
 def _flow_run(api_url: str, flow_run_id: str) -> dict:

