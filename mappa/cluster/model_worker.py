@@ -203,13 +203,15 @@ class ModelWorker:
             self.tokenizer.save_pretrained(tmp)
             return store.put_folder(Path(tmp), *parts, move=True)
 
-    def load_checkpoint(self, root: str, parts: list[str]) -> int:
+    def load_checkpoint(self, root: str, parts: list[str], weights_only: bool = False) -> int:
+        """Load a checkpoint's full state (or its weights alone: then this worker serves weights no
+        optimizer state matches, marked -1, so training reloads a full state first)."""
         store = worker_store(root, parts[0], self.name)
         with tempfile.TemporaryDirectory(prefix="mappa-ckpt-") as tmp:
             store.get_folder(Path(tmp), *parts)
-            extra = self.trainer.load_checkpoint(Path(tmp))
+            extra = self.trainer.load_checkpoint(Path(tmp), weights_only=weights_only)
         self._push_weights()
-        self.weights_iteration = int(extra["iteration"]) + 1
+        self.weights_iteration = -1 if weights_only else int(extra["iteration"]) + 1
         return self.weights_iteration
 
     def _push_weights(self) -> None:

@@ -31,6 +31,7 @@ from mappa.cluster.placement import check_placement, resources_of
 from mappa.cluster.rank_group import CPU_SHARE, RankGroup, in_bundle, process_group_env, rank_placement
 from mappa.cluster.shared_engine import SHARED_ENGINE, shared_engine
 from mappa.config import RunConfig
+from mappa.storage.checkpoints import Holds, require_checkpoint
 from mappa.storage.run import Run
 
 COACH = "coach"
@@ -121,10 +122,20 @@ def _named(actor_name: str) -> Any:
         return None
 
 
-def agent_workers(run: Run, iteration: int) -> dict[str, WorkerHandle]:
-    """One worker per agent, serving the weights that iteration `iteration` must roll out with."""
+def agent_workers(
+    run: Run, iteration: int, need: Holds = "full", purpose: str | None = None
+) -> dict[str, WorkerHandle]:
+    """One worker per agent, serving the weights that iteration `iteration` must roll out with (the
+    checkpoint of iteration - 1). Training needs that checkpoint's full state; an evaluation (`need`
+    "weights") also takes one that retention stripped to its weights. A checkpoint retention deleted is
+    refused in one line naming `purpose` before any worker loads (`require_checkpoint`)."""
     ensure_ray(run.config)
     config = run.config
+    holds = {}
+    if iteration > 0:
+        purpose = purpose or f"iteration {iteration}"
+        for name in (name for name, agent in config.agents.items() if agent.trainable):
+            holds[name] = require_checkpoint(run, name, iteration - 1, need, purpose)
     ranks = {name: config.cluster.trainer_ranks for name, agent in config.agents.items() if agent.trainable}
     check_placement(config, list(config.agents), ranks)  # before Ray leaves a worker pending for ever
     workers = {
@@ -140,7 +151,8 @@ def agent_workers(run: Run, iteration: int) -> dict[str, WorkerHandle]:
             loads.append(worker.reset.remote())
         else:
             parts = list(run.checkpoint_parts(name, iteration - 1))
-            loads.append(worker.load_checkpoint.remote(run.config.storage.root, parts))
+            weights_only = holds[name] == "weights"
+            loads.append(worker.load_checkpoint.remote(run.config.storage.root, parts, weights_only))
     ray.get(loads)
     return workers
 

@@ -22,12 +22,14 @@ from mappa.config import apply_overrides, load_config, validate_config
 from mappa.envs.overlap import overlap_report
 from mappa.envs.registry import load_env_problems
 from mappa.flows.summary import run_summary
+from mappa.resources import check_resources
 from mappa.sandbox import check_isolation
 from mappa.stages import TRAINING, describe_stage
 from mappa.stages.evaluate import evaluation_rows
 from mappa.stages.report import publish_evaluation
 from mappa.stages.trackers import log_scalars
 from mappa.storage.run import Run
+from mappa.storage.store import ArtifactStore
 from mappa.storage.tracker_sinks import check_trackers, close_trackers
 from mappa.tasks.stages import configure_stage
 
@@ -74,6 +76,8 @@ def train(
         config = load_config(config_path, overrides)
     check_isolation(config.sandbox.isolation)  # before any folder, worker or model: names the fix
     check_trackers(config)
+    written = ArtifactStore(config.storage.root).size(run_id, "checkpoints") if run_id else 0.0
+    check_resources(config, written)  # disk and memory (the CLI checked too; a deployment run had not)
     run = Run.create(config, run_id or new_run_id(config.name))
     logger = get_run_logger()
     record_overlap(run)
@@ -114,15 +118,21 @@ def train_iteration(root: str, run_id: str, iteration: int) -> None:
         logger.info(describe_stage(name, iteration, manifest))
         for warning in manifest.get("bias_warnings") or []:  # the coach-bias watch
             logger.warning(warning["message"])
-    configure_stage("report", config, run_id)(root, run_id, iteration, wait_for=[before])
+    report = configure_stage("report", config, run_id)
+    done = [report(root, run_id, iteration, wait_for=[before], return_state=True)]
+    done[0].result()  # a report that cannot write to the store stops the run
     every = config.rollout.eval_every
     if every and (iteration + 1) % every == 0:
-        evaluate_iteration(run, iteration, logger, after=before)
+        done.append(evaluate_iteration(run, iteration, logger, after=before))
+    # older checkpoints go last, once the newest state has served everything that reads it
+    retention = configure_stage("retention", config, run_id)
+    state = retention(root, run_id, iteration, wait_for=done, return_state=True)
+    logger.info(describe_stage("retention", iteration, {**state.result(), "skipped": state.name == "Cached"}))
 
 
-def evaluate_iteration(run: Run, iteration: int, logger, after) -> None:
+def evaluate_iteration(run: Run, iteration: int, logger, after):
     """The held-out evaluation of `iteration`'s checkpoint, its held-out success logged to the trackers
-    once (when it ran, not when it was cached) and its table published."""
+    once (when it ran, not when it was cached) and its table published; returns its state."""
     evaluate = configure_stage("evaluate", run.config, run.run_id)
     state = evaluate(run.config.storage.root, run.run_id, iteration, return_state=True, wait_for=[after])
     evaluated = state.result()
@@ -132,6 +142,7 @@ def evaluate_iteration(run: Run, iteration: int, logger, after) -> None:
         log_scalars(run, iteration, {"val/success_rate": evaluated["success_rate"]})
     logger.info(describe_stage("evaluate", iteration, evaluated))
     publish_evaluation(run, iteration, evaluation_rows(run, iteration))
+    return state
 
 
 def record_overlap(run: Run) -> None:

@@ -6,6 +6,7 @@
     update      experiences -> new weights, checkpoints, metrics.json        (mappa.stages.update)
     report      a finished iteration -> Prefect artifacts (no file of its own)  (mappa.stages.report)
     evaluate    a checkpoint on held-out problems -> results.parquet         (mappa.stages.evaluate)
+    retention   older checkpoints deleted as `checkpoint:` says -> retention.json (mappa.stages.retention)
     rescore/N   trajectories -> another coach's scores.parquet (registered per name on use:
                 mappa.stages.rescore)
 
@@ -15,7 +16,7 @@ here; a stage of every training iteration also goes into `TRAINING`, a per-stage
 `trainer`) do not.
 """
 
-from mappa.stages import advantages, evaluate, report, rollout, score, update
+from mappa.stages import advantages, evaluate, report, retention, rollout, score, update
 from mappa.stages.stage import (
     REGISTRY,
     TRAINING,
@@ -31,7 +32,7 @@ from mappa.stages.stage import (
     write_manifest,
 )
 
-MODULES = (rollout, score, advantages, update, report, evaluate)
+MODULES = (rollout, score, advantages, update, report, evaluate, retention)
 
 __all__ = [
     "MODULES",

@@ -57,7 +57,7 @@ def fetch_logprobs(
     """Old (policy) and reference logprobs per row, from each agent's worker, in frame order. Without
     `recompute_old` the old logprobs are the rollout's own (`frame["logprobs"]`); `reference` (see
     `reference_pass`) says whether the reference pass runs or equals the old logprobs."""
-    workers = agent_workers(run, iteration)
+    workers = agent_workers(run, iteration, purpose=f"the advantages of iteration {iteration}")
     old: list[Any] = [None] * len(frame)
     ref: list[Any] = [None] * len(frame)
     for agent, rows in frame.groupby("agent").groups.items():

@@ -41,6 +41,7 @@ from mappa.stages.stage import (
     stage_complete,
     write_manifest,
 )
+from mappa.storage.checkpoints import require_checkpoint
 from mappa.storage.frames import trajectories_to_frame
 from mappa.storage.run import Run, iteration_label
 
@@ -70,13 +71,18 @@ def last_trained_iteration(run: Run) -> int:
 
 
 def check_evaluable(run: Run, iteration: int) -> None:
-    """Raise a ValueError, before any model loads, when checkpoint `iteration` does not exist."""
+    """Raise a ValueError, before any model loads, when checkpoint `iteration` does not exist (never
+    written, or deleted by checkpoint retention: `require_checkpoint` says what the run keeps)."""
     evaluation_label(iteration)
-    if iteration != BASE and not stage_complete(run, iteration, "update"):
+    if iteration == BASE:
+        return
+    if not stage_complete(run, iteration, "update"):
         raise ValueError(
             f"iteration {iteration} of run {run.run_id} has no complete update (no checkpoint to evaluate); "
             f"finish it with `mappa resume {run.run_id}` or pick an earlier --iteration"
         )
+    for agent in (name for name, agent in run.config.agents.items() if agent.trainable):
+        require_checkpoint(run, agent, iteration, "weights", f"evaluating iteration {iteration}")
 
 
 def evaluation_complete(run: Run, iteration: int) -> bool:
@@ -171,7 +177,8 @@ def evaluate_iteration(run: Run, iteration: int) -> dict[str, Any]:
     )
     # roll_out's iteration is the one the weights serve: iteration K + 1 rolls out with checkpoint K
     progress = StageProgress("evaluate", iteration, len(pairs), "problems")
-    trajectories = roll_out(run, pairs, iteration + 1, params, progress)
+    weights = "the base weights" if iteration == BASE else f"the checkpoint of iteration {iteration}"
+    trajectories = roll_out(run, pairs, iteration + 1, params, progress, "weights", f"evaluating {weights}")
     generated = time.perf_counter() - started
     results = results_frame(trajectories)
     frame = trajectories_to_frame(trajectories, iteration)

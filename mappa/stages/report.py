@@ -1,8 +1,9 @@
 """The report stage: Prefect artifacts for a run, a report per finished iteration, and evaluation results.
 
-`publish_iteration_report(run, K)` writes the curves so far to the run as `iter-000K/report/curves.png`,
-then creates, under keys derived from the run id (one key per kind, so the UI's Artifacts page shows one
-collection per kind whose versions are the iterations):
+`publish_iteration_report(run, K)` adds iteration K to the run's history (`mappa.storage.history`: one
+file, so a report costs the same at iteration 1 and 100), writes the curves so far to the run as
+`iter-000K/report/curves.png`, then creates, under keys derived from the run id (one key per kind, so the
+UI's Artifacts page shows one collection per kind whose versions are the iterations):
 
     mappa-<run>-agents   table, one row per agent: coach score mean/std/min/max, KL, loss, clip fraction,
                          approx KL, grad norm, trainer tokens/s
@@ -14,10 +15,7 @@ collection per kind whose versions are the iterations):
     mappa-<run>-kinds    table, one row per task kind (DSBench: regression, classification), where the
                          env grades by kind: success, relative score, metric means, coach mean per agent
 
-`run_curves(run)` (the curves frame of every finished iteration: per agent the coach's score statistics
-from `score/scores.parquet` and the trainer's metrics from the update manifest, the success rate from the
-rollout manifest; a manifest's hashes are not checked, so a run made by an older mappa still plots) and
-`kind_rows_of(run, K)` (per task kind figures) read the artifacts only, for the CLI as well.
+`kind_rows_of(run, K)` (per task kind figures) reads the artifacts only, for the CLI as well.
 
 `publish_evaluation(run, K, rows)` makes the table `mappa-<run>-evaluation` with an aggregate row.
 
@@ -58,13 +56,13 @@ from prefect.exceptions import MissingContextError
 from prefect.logging import get_run_logger
 
 from mappa.envs.outcome_summary import kind_rows
-from mappa.stages.stage import TRAINING, Stage, get_stage, output_parts, register
+from mappa.stages.stage import TRAINING, Stage, get_stage, register
 from mappa.stages.trackers import log_iteration
-from mappa.storage.curves import COLUMNS, SCORE_STATS, TRAINER_METRICS, plot_curves
+from mappa.storage.curves import SCORE_STATS, TRAINER_METRICS, plot_curves
+from mappa.storage.history import TIMED_STAGES, record_iteration
 from mappa.storage.run import MANIFEST, Run, iteration_label
 
 AGENT_COLUMNS = ("agent", *SCORE_STATS, *TRAINER_METRICS)
-_ITERATION_FOLDER = re.compile(r"^iter-(\d{4,})$")
 
 
 def artifact_key(run_id: str, kind: str) -> str:
@@ -88,13 +86,7 @@ def publish_iteration_report(run: Run, iteration: int) -> dict[str, Any]:
     Returns {"iteration", "png_url", "artifacts": {kind: {"key", "id"}}, "errors"}; an artifact whose
     creation failed has id None and its error listed. Raises ValueError if the iteration has not finished.
     """
-    if not run.has_manifest(iteration, "update"):
-        raise ValueError(
-            f"iteration {iteration} of run {run.run_id} has no update manifest "
-            f"({run.store.url(*run.parts(iteration, 'update', MANIFEST))}); report finished ones only"
-        )
-    curves = run_curves(run)
-    curves = curves[curves["iteration"] <= iteration]
+    curves = record_iteration(run, iteration)  # the run's history up to this iteration: one file
     buffer = io.BytesIO()
     plot_curves(curves, buffer, title=f"run {run.run_id}, iterations 0-{iteration}")
     png = buffer.getvalue()
@@ -127,7 +119,7 @@ def publish_iteration_report(run: Run, iteration: int) -> dict[str, Any]:
         lambda key: create_markdown_artifact(markdown, key=key, description=describe, _sync=True),
         errors,
     )
-    progress = [_rounded(row) for row in progress_rows(run, curves)]
+    progress = [_rounded(row) for row in progress_rows(curves)]
     artifacts["progress"] = create_artifact(
         artifact_key(run.run_id, "progress"),
         lambda key: create_table_artifact(
@@ -147,72 +139,18 @@ def publish_iteration_report(run: Run, iteration: int) -> dict[str, Any]:
     return {"iteration": iteration, "png_url": png_url, "artifacts": artifacts, "errors": errors}
 
 
-def progress_rows(run: Run, curves: pd.DataFrame) -> list[dict[str, Any]]:
-    """The run's progress, one row per finished iteration of `curves`: success rate, each agent's mean
-    coach score and KL, each stage's seconds."""
+def progress_rows(history: pd.DataFrame) -> list[dict[str, Any]]:
+    """The run's progress, one row per finished iteration of the history (`mappa.storage.history`):
+    success rate, each agent's mean coach score and KL, each stage's seconds."""
     rows = []
-    for iteration, frame in curves.groupby("iteration", sort=True):
-        row: dict[str, Any] = {
-            "iteration": int(iteration),
-            "success_rate": float(frame["success_rate"].iloc[0]),
-        }
+    for iteration, frame in history.groupby("iteration", sort=True):
+        first = frame.iloc[0]
+        row: dict[str, Any] = {"iteration": int(iteration), "success_rate": float(first["success_rate"])}
         agents = frame.to_dict("records")
         row |= {f"score {agent['agent']}": agent["mean_score"] for agent in agents}
         row |= {f"kl {agent['agent']}": agent["kl"] for agent in agents}
-        for stage in TRAINING:
-            if run.has_manifest(int(iteration), stage):
-                seconds = run.read_manifest(int(iteration), stage).get("timings", {}).get("total_s")
-                row[f"{stage} s"] = seconds
+        row |= {f"{stage} s": float(first[f"{stage}_s"]) for stage in TIMED_STAGES}
         rows.append(row)
-    return rows
-
-
-def finished_iterations(run: Run) -> list[int]:
-    """Iterations whose update stage wrote its manifest, in order."""
-    found = (_ITERATION_FOLDER.match(name) for name in run.store.list(run.run_id))
-    iterations = sorted(int(m.group(1)) for m in found if m)
-    return [i for i in iterations if run.has_manifest(i, "update")]
-
-
-def run_curves(run: Run) -> pd.DataFrame:
-    """One row per (iteration, agent) of every finished iteration, columns as in `COLUMNS`.
-
-    Agents are those the coach scored plus those the trainer updated; a frozen agent has NaN trainer
-    metrics. Raises ValueError when no iteration has finished.
-    """
-    iterations = finished_iterations(run)
-    if not iterations:
-        raise ValueError(
-            f"run {run.run_id} has no finished iteration (no iter-*/update/_manifest.json under "
-            f"{run.store.url(run.run_id)}); curves need at least one completed update stage"
-        )
-    rows = [row for iteration in iterations for row in _iteration_rows(run, iteration)]
-    return pd.DataFrame(rows, columns=list(COLUMNS))
-
-
-def _iteration_rows(run: Run, iteration: int) -> list[dict]:
-    trained = run.read_manifest(iteration, "update").get("agents", {})
-    success = run.read_manifest(iteration, "rollout").get("success_rate")
-    scores = pd.DataFrame({"agent": pd.Series([], dtype=str), "score": pd.Series([], dtype=float)})
-    if run.store.exists(*output_parts(run, iteration, "score")):
-        scores = run.store.read_parquet(*output_parts(run, iteration, "score"))
-    rows = []
-    for agent in sorted(set(scores["agent"]) | set(trained)):
-        values = scores.loc[scores["agent"] == agent, "score"].astype(float)  # empty: the stats are NaN
-        metrics = trained.get(agent, {})
-        rows.append(
-            {
-                "iteration": iteration,
-                "agent": agent,
-                "actions": len(values),
-                "mean_score": values.mean(),
-                "std_score": values.std(ddof=0),
-                "min_score": values.min(),
-                "max_score": values.max(),
-                **{name: float(metrics.get(name, math.nan)) for name in TRAINER_METRICS},
-                "success_rate": math.nan if success is None else float(success),
-            }
-        )
     return rows
 
 

@@ -25,6 +25,7 @@ from mappa.inference.engine import Generation, SamplingParams
 from mappa.sandbox import SandboxLimits
 from mappa.stages.progress import StageProgress
 from mappa.stages.stage import Stage, output_parts, register, write_manifest
+from mappa.storage.checkpoints import Holds
 from mappa.storage.frames import trajectories_to_frame
 from mappa.storage.run import Run, iteration_name
 
@@ -86,10 +87,13 @@ def roll_out(
     iteration: int,
     params: SamplingParams,
     progress: StageProgress | None = None,
+    need: Holds = "full",
+    purpose: str | None = None,
 ) -> list[Trajectory]:
     """Run the env over (trajectory id, problem) pairs with the weights iteration `iteration` rolls out
-    with; `progress` (default: this rollout's) counts the finished trajectories."""
-    workers = agent_workers(run, iteration)
+    with; `progress` (default: this rollout's) counts the finished trajectories. `need` and `purpose`: what
+    of the checkpoint the workers load, and who asks (`agent_workers`)."""
+    workers = agent_workers(run, iteration, need, purpose or f"the rollout of iteration {iteration}")
     agents = build_agents(run, workers, params)
     spec = get_env_spec(run.config.env.type)
 

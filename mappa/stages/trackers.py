@@ -33,7 +33,7 @@ def _mean_of_lists(column: pd.Series) -> float:
 
 
 def iteration_metrics(run: Run, iteration: int, curves: pd.DataFrame) -> dict[str, float]:
-    """The scalars of a finished iteration (`curves`: `mappa.stages.report.run_curves`' rows)."""
+    """The scalars of a finished iteration (`curves`: the run's history, `mappa.storage.history`)."""
     scalars: dict[str, float] = {}
     names = {
         "mean_score": "critic/score/mean",

@@ -3,9 +3,11 @@
 Each trainable agent's worker runs its REINFORCE++ update on that agent's experiences only (its own
 weights), serves the new weights, and saves a checkpoint. Agents are updated one after another: on a
 small machine they share the cores. An agent whose checkpoint and metrics for this iteration already exist
-is not trained again (an interrupted stage resumes with the agents it had not finished). An agent whose
-advantages are all exactly zero has no gradient and is not trained (`skipped` in its metrics); it is still
-checkpointed. Skipped when its manifest matches.
+is not trained again (an interrupted stage resumes with the agents it had not finished). Before an agent
+trains, the storage root must have room for its checkpoint (`mappa.resources`): a full disk fails the
+stage before anything is written, with the finished agents kept. An agent whose advantages are all
+exactly zero has no gradient and is not trained (`skipped` in its metrics); it is still checkpointed.
+Skipped when its manifest matches.
 """
 
 from __future__ import annotations
@@ -18,8 +20,10 @@ import ray
 from mappa.cluster.handles import WorkerHandle
 from mappa.cluster.ray_cluster import agent_workers
 from mappa.core.types import Experience
+from mappa.resources import agent_sizes, check_disk_for_checkpoint, state_bytes
 from mappa.stages.progress import StageProgress
 from mappa.stages.stage import Stage, output_parts, register, write_manifest
+from mappa.storage.checkpoints import TRAINER_STATE
 from mappa.storage.frames import frame_to_experiences
 from mappa.storage.run import Run
 
@@ -37,6 +41,7 @@ def update_agent(
             )
         )
         return metrics
+    check_disk_for_checkpoint(run.config, agent, checkpoint_bytes(run, agent, iteration))
     rows = [e for e in experiences if e.agent == agent]
     samples = [e.train_fields() for e in rows]
     if not any(a != 0.0 for e in rows for a in e.advantages):
@@ -59,6 +64,14 @@ def update_agent(
     run.store.write_json(metrics, *done)
     run.record_event(iteration, "update", "agent-finished", agent=agent)
     return metrics
+
+
+def checkpoint_bytes(run: Run, agent: str, iteration: int) -> float:
+    """What `agent`'s checkpoint of `iteration` will take: its previous one's size, else an estimate."""
+    if iteration > 0 and run.store.exists(*run.checkpoint_parts(agent, iteration - 1), TRAINER_STATE):
+        return run.store.size(*run.checkpoint_parts(agent, iteration - 1))
+    size = next((s for s in agent_sizes(run.config) if s.name == agent), None)
+    return state_bytes(size, run.config.trainer.type == "deepspeed") if size else 0.0
 
 
 def no_gradient_metrics(actions: int) -> dict[str, Any]:
@@ -92,7 +105,7 @@ def update_agents(run: Run, iteration: int) -> dict[str, Any]:
     """Train every trainable agent on iteration `iteration`'s experiences; metrics.json and the manifest."""
     started = time.perf_counter()
     experiences = frame_to_experiences(run.store.read_parquet(*output_parts(run, iteration, "advantages")))
-    workers = agent_workers(run, iteration)
+    workers = agent_workers(run, iteration, purpose=f"the update of iteration {iteration}")
     metrics = {}
     trainable = [agent for agent, config in run.config.agents.items() if config.trainable]
     progress = StageProgress("update", iteration, len(trainable), "agents trained")

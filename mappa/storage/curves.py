@@ -1,6 +1,6 @@
 """Training curves of a run as a PNG: per iteration and agent, coach scores and trainer metrics.
 
-The curves frame (`COLUMNS`) is read from a run's artifacts by `mappa.stages.report.run_curves`.
+The curves frame (`COLUMNS`) is the run's history (`mappa.storage.history.run_history`).
 `plot_curves` draws with matplotlib's Agg canvas on a `Figure` of its own: no pyplot, no global state, no
 display needed. Not covered: smoothing, confidence bands across seeds, or comparing several runs.
 """
@@ -29,7 +29,7 @@ PANELS = (
 def plot_curves(frame: pd.DataFrame, target: str | Path | IO[bytes], title: str | None = None) -> None:
     """Write a PNG of score, KL, loss and success rate against iteration to a path or a binary file.
 
-    `frame` is `run_curves`' output (or a subset of its iterations). Every point gets a marker, so a run
+    `frame` is `run_history`'s output (or a subset of its iterations). Every point gets a marker, so a run
     with one iteration shows points rather than nothing. Raises ValueError on an empty frame.
     """
     if frame.empty:
@@ -37,7 +37,7 @@ def plot_curves(frame: pd.DataFrame, target: str | Path | IO[bytes], title: str 
     missing = [c for c in ("iteration", "agent", *(p for p, _ in PANELS)) if c not in frame.columns]
     if missing:
         raise ValueError(
-            f"curves frame lacks columns {missing}; build it with mappa.stages.report.run_curves"
+            f"curves frame lacks columns {missing}; build it with mappa.storage.history.run_history"
         )
     figure = Figure(figsize=(10, 7), dpi=80, layout="constrained")
     FigureCanvasAgg(figure)

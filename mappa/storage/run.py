@@ -197,7 +197,8 @@ class Run:
             "pid": os.getpid(),
             **info,
         }
-        name = f"{now:020d}-{iteration_name(iteration)}-{stage}-{kind}.json"
+        # a re-scoring's stage is `rescore/NAME`: its slash would make a folder of the event
+        name = f"{now:020d}-{iteration_name(iteration)}-{stage.replace('/', '.')}-{kind}.json"
         self.store.write_json(event, self.run_id, "events", name)
 
     def events(self) -> list[dict[str, Any]]:
@@ -205,6 +206,7 @@ class Run:
         return [
             self.store.read_json(self.run_id, "events", name)
             for name in self.store.list(self.run_id, "events")
+            if name.endswith(".json")  # (re-scorings made before this was fixed left folders)
         ]
 
 

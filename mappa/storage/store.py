@@ -80,6 +80,22 @@ class ArtifactStore:
         if self.fs.exists(path):
             self.fs.rm_file(path)
 
+    def remove_tree(self, *parts: str) -> int:
+        """Delete a file or a folder with everything under it; returns the bytes it held (0 if missing)."""
+        path = self.path(*parts)
+        if not self.fs.exists(path):
+            return 0
+        size = self.size(*parts)
+        self.fs.rm(path, recursive=True)
+        return size
+
+    def size(self, *parts: str) -> int:
+        """Bytes of a file, or of every file under a folder (0 if missing)."""
+        path = self.path(*parts)
+        if not self.fs.exists(path):
+            return 0
+        return int(self.fs.du(path, total=True))
+
     def read_bytes(self, *parts: str) -> bytes:
         path = self.path(*parts)
         if not self.fs.exists(path):

@@ -15,8 +15,8 @@ averages gradients over ranks, so every rank scales its loss by the world size t
 mean. Every rank must receive the same calls in the same order (ZeRO-3 gathers parameters collectively).
 
 Weights leave in full: `full_state_dict` gathers ZeRO-3 partitions; checkpoints hold `model.safetensors`
-(readable by `from_pretrained`, written by rank 0) plus DeepSpeed's own optimizer shards under
-`deepspeed/` for resume (never the only copy of the weights).
+(readable by `from_pretrained`, written by rank 0; a LoRA agent: its adapter instead) plus DeepSpeed's own
+optimizer shards under `deepspeed/` for resume (never the only copy of the weights).
 
 A LoRA agent (`mappa.trainer.lora`) works here too: only the adapter is in the optimizer, and the base
 model is the reference.
@@ -37,11 +37,11 @@ import torch
 
 from mappa.config import AlgoConfig, LoraConfig, TrainerConfig
 from mappa.inference.precision import resolve_bf16
+from mappa.storage.checkpoints import DEEPSPEED_STATE, TRAINER_STATE
 from mappa.trainer.logprobs import response_logprobs
 from mappa.trainer.lora import save_adapter
-from mappa.trainer.torch_trainer import TRAINER_STATE, TorchTrainer, warmup_schedule
+from mappa.trainer.torch_trainer import TorchTrainer, warmup_schedule
 
-DEEPSPEED_STATE = "deepspeed"  # the checkpoint's subfolder for DeepSpeed's optimizer shards
 DEEPSPEED_TAG = "state"
 
 
@@ -206,22 +206,25 @@ class DeepSpeedTrainer(TorchTrainer):
         return sum(getattr(p, "ds_numel", p.numel()) for p in self.policy.parameters())
 
     def save_checkpoint(self, folder: Path, extra: dict[str, Any] | None = None) -> None:
-        """`model.safetensors` + config (rank 0), DeepSpeed's optimizer shards under `deepspeed/` (every
-        rank), and steps / RNG / `extra` in `trainer_state.pt` (rank 0)."""
+        """`model.safetensors` + config (rank 0; a LoRA agent: its adapter alone), DeepSpeed's optimizer
+        shards under `deepspeed/` (every rank), and steps / RNG / `extra` in `trainer_state.pt` (rank 0)."""
         folder.mkdir(parents=True, exist_ok=True)
-        weights = self.full_state_dict()
-        if self.rank == 0:
-            model = self.policy.get_base_model() if self.lora else self.policy
-            model.save_pretrained(folder, state_dict=weights, safe_serialization=True)
         if self.lora:
             with self._gathered():
                 if self.rank == 0:
                     save_adapter(self.policy, folder)  # for readers; resume uses DeepSpeed's own state
+        else:
+            weights = self.full_state_dict()
+            if self.rank == 0:
+                self.policy.save_pretrained(folder, state_dict=weights, safe_serialization=True)
         self.engine.save_checkpoint(str(folder / DEEPSPEED_STATE), tag=DEEPSPEED_TAG)
         if self.rank == 0:
             torch.save(self._position(extra), folder / TRAINER_STATE)
 
-    def load_checkpoint(self, folder: Path) -> dict[str, Any]:
+    def load_checkpoint(self, folder: Path, weights_only: bool = False) -> dict[str, Any]:
+        if weights_only:
+            self.load_weights(folder)
+            return {}
         if not (folder / DEEPSPEED_STATE).exists():
             raise FileNotFoundError(
                 f"{folder} has no {DEEPSPEED_STATE}/ folder: it was written by the torch backend; resume "
@@ -234,3 +237,15 @@ class DeepSpeedTrainer(TorchTrainer):
             load_lr_scheduler_states=True,
         )
         return self._restore_position(torch.load(folder / TRAINER_STATE, weights_only=False))
+
+    def load_weights(self, folder: Path) -> None:
+        """The weights alone into the (partitioned) policy, for evaluating a checkpoint that retention
+        stripped to its weights: gathered, written on rank 0, partitioned again. The optimizer's master
+        weights are not touched (the worker then reloads a full state before it trains)."""
+        if self.config.zero_stage < 3:
+            super().load_weights(folder)
+            return
+        params = list(self.policy.parameters())
+        with import_deepspeed().zero.GatheredParameters(params, modifier_rank=0):
+            if self.rank == 0:
+                super().load_weights(folder)

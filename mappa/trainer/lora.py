@@ -3,9 +3,9 @@ for engines and checkpoints, save and load the adapter.
 
 With an adapter the trainer updates only the adapter's weights (the optimizer holds nothing else), and the
 reference policy is the base model with the adapter switched off: no frozen copy of the model is kept.
-Engines and checkpoints get merged full weights (base + scaled B @ A), in the base model's parameter names,
-so `from_pretrained` on a checkpoint gives the trained model without peft. The adapter itself is saved too
-(`adapter/`), for resume and for anyone who wants to serve it as an adapter.
+Engines get merged full weights (base + scaled B @ A), in the base model's parameter names. A checkpoint
+holds the adapter alone (`adapter/`, peft's layout: `PeftModel.from_pretrained(base, folder / "adapter")`
+gives the trained model), never a copy of the base model.
 
 Not covered: adapters on the vLLM engine side (an engine gets merged weights).
 """
@@ -19,9 +19,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from mappa.config import LoraConfig
-
-ADAPTER = "adapter"  # a checkpoint's subfolder for the adapter
-ADAPTER_FILE = "adapter_model.safetensors"
+from mappa.storage.checkpoints import ADAPTER, ADAPTER_WEIGHTS
 
 
 def import_peft():
@@ -72,15 +70,15 @@ def save_adapter(model: torch.nn.Module, folder: Path) -> None:
     peft = import_peft()
     (folder / ADAPTER).mkdir(parents=True, exist_ok=True)
     weights = {k: v.detach().cpu().contiguous() for k, v in peft.get_peft_model_state_dict(model).items()}
-    save_file(weights, str(folder / ADAPTER / ADAPTER_FILE))
+    save_file(weights, str(folder / ADAPTER_WEIGHTS))
     model.peft_config["default"].save_pretrained(str(folder / ADAPTER))
 
 
 def load_adapter(model: torch.nn.Module, folder: Path) -> None:
-    path = folder / ADAPTER / ADAPTER_FILE
+    path = folder / ADAPTER_WEIGHTS
     if not path.exists():
         raise FileNotFoundError(
-            f"{folder} has no {ADAPTER}/{ADAPTER_FILE}: it was written without LoRA; resume it with the "
+            f"{folder} has no {ADAPTER_WEIGHTS}: it was written without LoRA; resume it with the "
             "agent's `lora:` removed, or start a new run"
         )
     import_peft().set_peft_model_state_dict(model, load_file(str(path)))

@@ -36,10 +36,9 @@ from mappa.config import AlgoConfig, LoraConfig, TrainerConfig
 from mappa.core.advantages import pad_sequences
 from mappa.core.losses import compute_policy_loss
 from mappa.inference.precision import resolve_bf16
+from mappa.storage.checkpoints import TRAINER_STATE
 from mappa.trainer.logprobs import batch_response_logprobs, response_logprobs
 from mappa.trainer.lora import adapter_off, attach_lora, load_adapter, merged_state_dict, save_adapter
-
-TRAINER_STATE = "trainer_state.pt"  # a checkpoint's optimizer, schedule, steps and RNG states
 
 
 @dataclass(frozen=True)
@@ -211,12 +210,11 @@ class TorchTrainer:
         return contextlib.nullcontext()
 
     def save_checkpoint(self, folder: Path, extra: dict[str, Any] | None = None) -> None:
-        """Weights as safetensors (loadable by `from_pretrained`) plus optimizer, LR schedule and RNG state
-        for resume; `extra` carries the caller's position (iteration, problems drawn)."""
+        """Weights as safetensors (loadable by `from_pretrained`; a LoRA agent: its adapter alone, never the
+        base model) plus optimizer, LR schedule and RNG state for resume; `extra` carries the caller's
+        position (iteration, problems drawn). Layout: `mappa.storage.checkpoints`."""
         folder.mkdir(parents=True, exist_ok=True)
         if self.lora:
-            base = self.policy.get_base_model()
-            base.save_pretrained(folder, state_dict=self.full_state_dict(), safe_serialization=True)
             save_adapter(self.policy, folder)
         else:
             self.policy.save_pretrained(folder, safe_serialization=True)
@@ -227,19 +225,27 @@ class TorchTrainer:
         }
         torch.save(state, folder / TRAINER_STATE)
 
-    def load_checkpoint(self, folder: Path) -> dict[str, Any]:
-        """Restore weights, optimizer and RNG state saved by `save_checkpoint`; returns its `extra`."""
-        if self.lora:
-            load_adapter(self.policy, folder)  # the base weights are the model's own, never changed
-        else:
-            loaded = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
-            self.policy.load_state_dict(loaded.state_dict())
+    def load_checkpoint(self, folder: Path, weights_only: bool = False) -> dict[str, Any]:
+        """Restore weights, optimizer and RNG state saved by `save_checkpoint`; returns its `extra`. With
+        `weights_only` (a checkpoint retention stripped to its weights) only the weights, and {}."""
+        self.load_weights(folder)
+        if weights_only:
+            return {}
         state = torch.load(folder / TRAINER_STATE, weights_only=False)
         if self.optimizer is not None and state["optimizer"] is not None:
             self.optimizer.load_state_dict(state["optimizer"])
         if self.scheduler is not None and state.get("scheduler") is not None:
             self.scheduler.load_state_dict(state["scheduler"])
         return self._restore_position(state)
+
+    def load_weights(self, folder: Path) -> None:
+        """The policy's weights from a checkpoint folder (a LoRA agent: its adapter; the base weights are
+        the model's own, never changed)."""
+        if self.lora:
+            load_adapter(self.policy, folder)
+        else:
+            loaded = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
+            self.policy.load_state_dict(loaded.state_dict())
 
     def _position(self, extra: dict[str, Any] | None) -> dict[str, Any]:
         """Where training stands, for a checkpoint: optimizer steps, RNG states, the caller's `extra`."""

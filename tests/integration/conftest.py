@@ -66,6 +66,7 @@ def mathchat_run(tmp_path_factory, tiny_model, prefect_harness, ray_local):
         trackers={"wandb": {"enabled": True, "mode": "offline"}, "mlflow": {"enabled": True}},
         rollout={"problems_per_iteration": 3, "max_new_tokens": 24, "eval_every": 2, "eval_problems": 2},
         trainer={"lr": 1e-3},
+        checkpoint={"keep_last": 2},  # test_evaluate evaluates iteration 0 too
         agents={
             "solver": {"model": str(tiny_model)},
             "executor": {"model": str(tiny_model)},

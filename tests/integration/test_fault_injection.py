@@ -5,7 +5,9 @@ in a child process (its own Ray, the session's Prefect server, a scripted OpenAI
 loopback). The S3 credentials and the coach's API key reach the children through their environment only
 (random values per test): the config names neither. The run's whole process tree is killed inside the
 score stage; each `mappa resume` is then killed inside the next stage (update, rollout), stopped by Ctrl-C
-inside the advantages stage (exit code 130, one line, no traceback), and a last resume finishes the run.
+inside the advantages stage (exit code 130, one line, no traceback), killed between the last update
+(a new checkpoint written) and the checkpoint retention that deletes the old one, and a last resume
+finishes the run.
 
 Checked:
 - every stage finished exactly once and only the killed stages started twice (the run's events); every
@@ -15,7 +17,8 @@ Checked:
 - every stage output, parquet file, checkpoint and Prefect result (`_prefect/` under the run) reads back
   from S3, and the last resume's flow run shows the stages finished before it as Cached (Prefect read their
   results from S3);
-- the final weights equal those of the same run never interrupted (on local disk; CPU, fixed seed);
+- the final weights equal those of the same run never interrupted (on local disk; CPU, fixed seed), and
+  checkpoint retention (the default: one full state kept) deleted iteration 0's checkpoints on S3;
 - `mappa inspect` prints the run, an iteration, a trajectory and the curves from S3;
 - no secret value appears in any object of the bucket, the children's output, Ray's session logs, or the
   Prefect server's flow runs, task runs, logs and artifacts of this run.
@@ -43,12 +46,13 @@ from safetensors.torch import load, load_file
 from tiny_run import NO_RETRIES, scripted_coach, write_tiny_config
 
 from mappa.stages import TRAINING, output_parts, stage_complete
+from mappa.storage.checkpoints import checkpoint_holds, read_ledger
 from mappa.storage.run import Run, iteration_name
 
 pytestmark = pytest.mark.slow
 
 SEATS = ("solver", "executor", "verifier")
-STAGES = (*TRAINING, "report")
+STAGES = (*TRAINING, "report", "retention")
 TIMEOUT_S = 600
 COACH_KEY_ENV = "MAPPA_TEST_COACH_KEY"
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -57,6 +61,7 @@ KILLS = (  # (stage, iteration, event that must have happened inside the stage b
     ("update", 0, "agent-finished"),  # one agent trained and checkpointed, the others not
     ("rollout", 1, None),  # fresh workers must roll out with iteration 0's checkpoints
     ("advantages", 1, None),  # stopped by Ctrl-C (SIGINT to the process group), not SIGKILL
+    ("update", 1, "finished"),  # the new state written, the old one (iteration 0's) not yet deleted
 )
 CTRL_C = ("advantages", 1)
 
@@ -137,9 +142,14 @@ def kill_in_every_stage(
             server.state.before_answer = None
         else:
             kill_when(run_id, root, process, iteration, stage, extra)
-        kinds = Counter((e["iteration"], e["stage"], e["kind"]) for e in Run.open(root, run_id).events())
+        run = Run.open(root, run_id)
+        kinds = Counter((e["iteration"], e["stage"], e["kind"]) for e in run.events())
         assert kinds[(iteration, stage, "started")] == 1, f"not killed inside {stage}: {sorted(kinds)}"
-        assert kinds[(iteration, stage, "finished")] == 0, f"{stage} finished before the kill"
+        if extra == "finished":  # killed after the stage: before the retention that follows it
+            assert kinds[(iteration, "retention", "started")] == 0, "retention started before the kill"
+            assert all(checkpoint_holds(run, seat, iteration - 1) == "full" for seat in SEATS)
+        else:
+            assert kinds[(iteration, stage, "finished")] == 0, f"{stage} finished before the kill"
         args = ["resume", run_id, "--root", root]
     last = MappaProcess(args, env, logs / "last.txt")
     assert last.wait(TIMEOUT_S) == 0, last.output()
@@ -147,7 +157,7 @@ def kill_in_every_stage(
 
 
 def check_events(run: Run) -> None:
-    killed = {(iteration, stage) for stage, iteration, _ in KILLS}
+    killed = {(iteration, stage) for stage, iteration, extra in KILLS if extra != "finished"}
     kinds = Counter((e["iteration"], e["stage"], e["kind"]) for e in run.events())
     for it in (0, 1):
         for name in TRAINING:
@@ -219,12 +229,14 @@ def check_prefect(api_url: str, run_id: str, root: str) -> bytes:
     assert {"basepath": f"{root}/{run_id}", "settings": {}} in [b["data"] for b in blocks], blocks
     assert f"run {run_id} -> {root}/{run_id}".encode() in dump, "no flow logs reached the server"
     assert f"mappa-{run_id}-report".encode() in dump, "no report artifacts reached the server"
-    last_kill = KILLS[-1]  # the last resume starts inside this stage: what finished before it is cached
+    stage, it, _ = KILLS[-1]  # the last resume starts after this stage: what finished before is cached
     order = [f"{stage}-{it}" for it in (0, 1) for stage in STAGES]
-    done_before = order[: order.index(f"{last_kill[0]}-{last_kill[1]}")]
+    done_before = order[: order.index(f"{stage}-{it}") + 1]
     last_ids = {child["id"] for child in iterations[flow_runs[0]["id"]]}
     last_tasks = {t["name"]: t for t in task_runs if t["flow_run_id"] in last_ids}
     states = {name: task["state"]["name"] for name, task in last_tasks.items()}
+    if states.get("report-1") == "Cached":  # the kill came after update-1, before or after report-1 ended
+        states["report-1"] = "Completed"
     assert states == {name: "Cached" if name in done_before else "Completed" for name in order}, states
     names = {t["id"]: t["name"] for t in task_runs}
     for before, after in (("rollout-1", "score-1"), ("update-1", "report-1")):  # the graph's arrows
@@ -293,7 +305,10 @@ def test_killed_in_every_stage_resumed_and_read_back_from_s3_without_leaking_sec
     prefect_dump = check_prefect(prefect_api_url, run_id, moto_s3.root)
     printed = check_inspect(run, moto_s3.root, tmp_path, capsys, monkeypatch)
 
-    for seat in SEATS:
+    ledger = read_ledger(run)
+    for seat in SEATS:  # checkpoint retention deleted iteration 0's states, through the store, on S3
+        assert not [key for key in objects if f"/checkpoints/{seat}/{iteration_name(0)}/" in key], seat
+        assert ledger[seat][iteration_name(0)]["holds"] is None
         resumed = load(objects[f"runs/{run_id}/checkpoints/{seat}/{iteration_name(1)}/model.safetensors"])
         for name, tensor in uninterrupted[seat].items():
             assert torch.equal(resumed[name], tensor), f"{seat}.{name} differs from the uninterrupted run"

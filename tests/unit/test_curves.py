@@ -7,15 +7,15 @@ import pandas as pd
 import pytest
 
 from mappa.config import load_config
-from mappa.stages.report import run_curves
-from mappa.storage.curves import COLUMNS, plot_curves
+from mappa.storage.curves import plot_curves
+from mappa.storage.history import COLUMNS, run_history
 from mappa.storage.run import Run
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
 def test_one_row_per_finished_iteration_and_agent(synthetic_run):
-    frame = run_curves(synthetic_run)
+    frame = run_history(synthetic_run)
     assert list(frame.columns) == list(COLUMNS)
     assert frame[["iteration", "agent"]].values.tolist() == [
         [0, "executor"], [0, "solver"], [0, "verifier"], [1, "executor"], [1, "solver"], [1, "verifier"],
@@ -38,7 +38,7 @@ def test_one_row_per_finished_iteration_and_agent(synthetic_run):
 
 
 def test_png_is_written_to_a_path_and_to_a_file(synthetic_run, tmp_path):
-    frame = run_curves(synthetic_run)
+    frame = run_history(synthetic_run)
     path = tmp_path / "curves.png"
     plot_curves(frame, path, title="synthetic")
     data = path.read_bytes()
@@ -52,6 +52,6 @@ def test_a_run_without_a_finished_iteration_is_a_clear_error(tmp_path):
     config = load_config("configs/mathchat-cpu.yaml", [f"storage.root={tmp_path}"])
     run = Run.create(config, "empty")
     with pytest.raises(ValueError, match="run empty has no finished iteration"):
-        run_curves(run)
+        run_history(run)
     with pytest.raises(ValueError, match="no curves to plot"):
         plot_curves(pd.DataFrame(columns=list(COLUMNS)), tmp_path / "x.png")

@@ -75,11 +75,22 @@ def test_a_lora_agent_trains_only_its_adapter_and_its_reference_is_the_base(tiny
     adapted = [k for k in base if not torch.equal(base[k], trained[k])]
     assert adapted and all("proj" in k for k in adapted)  # linear layers moved, embeddings and norms not
     trainer.save_checkpoint(tmp_path / "ckpt", extra={"iteration": 0})
-    merged = AutoModelForCausalLM.from_pretrained(tmp_path / "ckpt").state_dict()  # no peft needed
+    # the checkpoint is the adapter and its optimizer state, never a copy of the base model
+    assert not (tmp_path / "ckpt" / "model.safetensors").exists()
+    assert (tmp_path / "ckpt" / "adapter" / "adapter_model.safetensors").exists()
+    from peft import PeftModel
+
+    served = PeftModel.from_pretrained(
+        AutoModelForCausalLM.from_pretrained(tiny_model), tmp_path / "ckpt/adapter"
+    )
+    merged = served.merge_and_unload().state_dict()  # what a reader gets with peft, from the base model
     assert all(torch.allclose(merged[k], trained[k], atol=1e-6) for k in base)
     fresh = TorchTrainer(str(tiny_model), TrainerConfig(lr=1e-2), AlgoConfig(), 2, lora=lora)
     assert fresh.load_checkpoint(tmp_path / "ckpt") == {"iteration": 0}
     assert all(torch.allclose(fresh.full_state_dict()[k], trained[k], atol=1e-6) for k in base)
+    weights_only = TorchTrainer(str(tiny_model), TrainerConfig(lr=1e-2), AlgoConfig(), 2, lora=lora)
+    assert weights_only.load_checkpoint(tmp_path / "ckpt", weights_only=True) == {}
+    assert all(torch.allclose(weights_only.full_state_dict()[k], trained[k], atol=1e-6) for k in base)
 
 
 def test_a_missing_peft_is_named_with_the_fix(monkeypatch):

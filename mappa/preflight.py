@@ -1,0 +1,60 @@
+"""The checks a run passes before any work starts: one place for `mappa train`, `mappa resume` (and so
+`mappa retry`), each failing in one line that names the thing at fault and the fix, in seconds.
+
+In order: the env's problems load (and how many held-out problems repeat training ones), the sandbox can
+isolate, the storage root is writable, the coach's templates exist and an endpoint coach answers, every
+agent's model resolves, and the machine has the disk and memory the run needs (`mappa.resources`).
+Nothing here starts Ray or Prefect or loads a model's weights.
+
+Not covered: the checks a re-scoring or an evaluation makes of its own (`check_rescore`,
+`check_evaluable`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from mappa.config import ConfigError, RunConfig
+
+
+def check_before_run(config: RunConfig, run_id: str | None, say: Callable[[str], None] = print) -> None:
+    """Every pre-flight check of a training run (`run_id`: the run it continues, if any, whose checkpoints
+    count as written); `say` prints the notes (overlap, which model each agent loads)."""
+    from mappa.coach.build import check_coach_endpoint, check_coach_template
+    from mappa.envs.registry import load_env_problems
+    from mappa.inference.prepare import resolve_model
+    from mappa.resources import check_resources
+    from mappa.sandbox import check_isolation
+    from mappa.storage.store import ArtifactStore
+
+    env = config.env
+    train, held_out = (load_env_problems(env.type, source) for source in (env.train_data, env.eval_data))
+    overlap_note(config, train, held_out, say)
+    check_isolation(config.sandbox.isolation)  # every env runs model-written code
+    store = ArtifactStore(config.storage.root)
+    store.check_writable()
+    if config.coach.type in ("local", "openai"):
+        check_coach_template(config.coach)
+    if config.coach.type == "openai":
+        check_coach_endpoint(config.coach)
+    for name, agent in config.agents.items():
+        say(f"agent {name}: model {resolve_model(agent.model)}")
+    check_resources(config, written_bytes=store.size(run_id, "checkpoints") if run_id else 0.0)
+
+
+def overlap_note(config: RunConfig, train_problems, eval_problems, say: Callable[[str], None]) -> None:
+    """Say how many held-out problems repeat training ones, and what `env.overlap` does about it."""
+    from mappa.envs.overlap import overlap_report
+
+    report = overlap_report(train_problems, eval_problems)
+    if not report["overlapping"]:
+        return
+    examples = ", ".join(f"{e['eval']} ~ {e['train']} ({e['how']})" for e in report["examples"][:3])
+    found = (
+        f"{report['overlapping']} of {report['eval_problems']} held-out problems ({config.env.eval_data}) "
+        f"repeat training problems ({config.env.train_data}), e.g. {examples}"
+    )
+    if config.env.overlap == "error":
+        raise ConfigError(f"{found}; remove them, or set env.overlap=drop (or warn)")
+    action = "left out of evaluations" if config.env.overlap == "drop" else "kept (env.overlap=warn)"
+    say(f"overlap: {found}: {action}")
