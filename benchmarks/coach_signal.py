@@ -1,18 +1,21 @@
-"""How well does the local LLM coach separate good actions from bad ones? Scoring methods against the rubric.
+"""How well does a local LLM coach order actions as the rubric does? Scoring methods against the rubric.
 
-Reads the trajectories of finished rollouts (`--runs RUN [RUN ...]` under `--root`, every iteration's
-`rollout/trajectories.parquet`), scores every action with the rubric coach with ground truth (the
-reference) and with each local-model scoring method in this process (HF, fp32, no Ray):
+Reads the trajectories of finished runs (`--runs RUN [RUN ...]` under `--root`: every iteration's
+`rollout/trajectories.parquet`, or with `--stage evaluate` every evaluation's trajectories), scores every
+action with the rubric coach with ground truth (the reference) and with each local-model scoring method in
+this process (HF, fp32, no Ray), through `--template`:
 
+    criteria   10 x mean P(Yes) over the template's yes/no questions for the seat (`mappa.coach.criteria`);
+               `mathchat-facts` asks one fact per question with the reference answer written in it
     expected   probability-weighted score tokens after "PROCESS_SCORE: " (`mappa.coach.expected`)
-    criteria   10 x mean P(Yes) over the template's yes/no questions for the seat (`mappa.coach.criteria`)
 
-and reports per agent and method: the AUC of the method's score for telling actions the rubric scores
-high (>= 7) from those it scores low (<= 3), and Spearman's rank correlation with the rubric over all
-actions. An AUC of 0.5 is chance. Prints a table and writes JSON (`--out`).
+and reports per run, agent and method: the pairwise AUC against the rubric (the share of action pairs
+with different rubric scores that the method orders the same way, ties counting half: 1.0 orders every
+such pair as the rubric, 0.5 is chance), the AUC of telling the rubric's high (>= 5) from its low (< 5)
+actions, Spearman's rank correlation, and the seconds per action. Prints a table and writes JSON (`--out`).
 
 Not covered: coaches behind an endpoint (score a run with `coach.type=openai` and read its score
-manifest's `rubric_agreement`), envs other than MathChat's template.
+manifest's `rubric_agreement`), envs other than MathChat.
 """
 
 from __future__ import annotations
@@ -27,35 +30,56 @@ from pathlib import Path
 from mappa.stages import output_parts, stage_complete
 
 REPO = Path(__file__).resolve().parents[1]
-METHODS = ("expected", "criteria")
-HIGH, LOW = 7.0, 3.0
+METHODS = ("criteria", "expected")
+HIGH = 5.0
 
 
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--root", default=str(REPO / "benchmarks" / "runs" / "learning"))
-    parser.add_argument("--runs", nargs="+", required=True, help="run ids whose rollouts to score")
-    parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
-    parser.add_argument("--model", default="smollm2", help="the coach model")
-    parser.add_argument("--max-actions", type=int, default=192, help="at most this many actions in all")
+    parser.add_argument("--runs", nargs="+", required=True, help="run ids whose actions to score")
+    parser.add_argument("--stage", choices=("rollout", "evaluate"), default="rollout")
+    parser.add_argument("--methods", nargs="+", default=["criteria"], choices=METHODS)
+    parser.add_argument("--model", default="qwen2.5-coder-0.5b", help="the coach model")
+    parser.add_argument("--template", default="mathchat-facts")
+    parser.add_argument("--max-actions", type=int, default=192, help="at most this many actions per run")
     parser.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "coach_signal.json"))
     return parser.parse_args()
 
 
-def load_trajectories(root: str, run_ids: list[str]) -> list:
+def load_trajectories(root: str, run_id: str, stage: str, max_actions: int) -> list:
+    """Whole trajectories of one run, in order, up to `max_actions` actions."""
+    from mappa.stages.evaluate import evaluation_complete, evaluation_parts
     from mappa.storage.frames import frame_to_trajectories
     from mappa.storage.run import Run
 
-    trajectories = []
-    for run_id in run_ids:
-        run = Run.open(root, run_id)
-        for iteration in range(run.config.iterations):
-            if stage_complete(run, iteration, "rollout"):
-                frame = run.store.read_parquet(*output_parts(run, iteration, "rollout"))
-                trajectories.extend(frame_to_trajectories(frame))
-    if not trajectories:
-        raise SystemExit(f"no finished rollout in runs {run_ids} under {root}")
-    return trajectories
+    run = Run.open(root, run_id)
+    frames = []
+    for iteration in range(-1 if stage == "evaluate" else 0, run.config.iterations):
+        if stage == "rollout" and stage_complete(run, iteration, "rollout"):
+            frames.append(run.store.read_parquet(*output_parts(run, iteration, "rollout")))
+        elif stage == "evaluate" and evaluation_complete(run, iteration):
+            frames.append(run.store.read_parquet(*evaluation_parts(run, iteration, "trajectories.parquet")))
+    kept, count = [], 0
+    for trajectory in (t for frame in frames for t in frame_to_trajectories(frame)):
+        if count + len(trajectory.actions) > max_actions:
+            break
+        kept.append(trajectory)
+        count += len(trajectory.actions)
+    if not kept:
+        raise SystemExit(f"no finished {stage} in run {run_id} under {root}")
+    return kept
+
+
+def pairwise_auc(scores: list[float], truth: list[float]) -> float | None:
+    """The share of pairs with different `truth` that `scores` orders the same way, ties counting half."""
+    wins = pairs = 0.0
+    for i in range(len(truth)):
+        for j in range(len(truth)):
+            if truth[i] > truth[j]:
+                pairs += 1
+                wins += (scores[i] > scores[j]) + 0.5 * (scores[i] == scores[j])
+    return wins / pairs if pairs else None
 
 
 def auc(scores: list[float], labels: list[bool]) -> float | None:
@@ -100,7 +124,7 @@ def local_logprob_fn(model_name: str):
     return logprobs, grouped
 
 
-def score_all(trajectories, methods: list[str], model: str) -> tuple[dict[str, list], float]:
+def score_all(trajectories, methods: list[str], model: str, template: str) -> tuple[dict[str, list], dict]:
     from mappa.coach.build import build_coach
     from mappa.coach.score import score_trajectories
     from mappa.config import CoachConfig
@@ -111,7 +135,9 @@ def score_all(trajectories, methods: list[str], model: str) -> tuple[dict[str, l
     logprob_fn, grouped_fn = local_logprob_fn(model)
     seconds = {}
     for method in methods:
-        config = CoachConfig(type="local", scoring=method, model=model, use_ground_truth=True)
+        config = CoachConfig(
+            type="local", scoring=method, model=model, template=template, use_ground_truth=True
+        )
         coach = build_coach(config, logprob_fn=logprob_fn, grouped_logprob_fn=grouped_fn)
         started = time.perf_counter()
         scored[method] = asyncio.run(score_trajectories(coach, trajectories, ROLES, config))
@@ -120,59 +146,63 @@ def score_all(trajectories, methods: list[str], model: str) -> tuple[dict[str, l
     return scored, seconds
 
 
-def separation(scored: dict[str, list], methods: list[str]) -> list[dict]:
-    rows = []
+def separation(scored: dict[str, list], methods: list[str], runs: list[str], seconds: dict) -> list[dict]:
+    """One row per run (and `all`), agent and method."""
     rubric = scored["rubric"]
-    for agent in sorted({s.agent for s in rubric}):
-        index = [i for i, s in enumerate(rubric) if s.agent == agent]
-        truth = [rubric[i].score for i in index]
-        extreme = [i for i, t in zip(index, truth) if t >= HIGH or t <= LOW]
-        for method in methods:
-            values = [scored[method][i].score for i in index]
-            rows.append(
-                {
-                    "agent": agent,
-                    "method": method,
-                    "actions": len(index),
-                    "high": sum(t >= HIGH for t in truth),
-                    "low": sum(t <= LOW for t in truth),
-                    "auc": auc(
-                        [scored[method][i].score for i in extreme], [rubric[i].score >= HIGH for i in extreme]
-                    ),
-                    "spearman": spearman(values, truth),
-                    "mean_score": sum(values) / len(values),
-                }
-            )
+    rows = []
+    for run in [*sorted(set(runs)), "all"]:
+        for agent in sorted({s.agent for s in rubric}):
+            index = [i for i, s in enumerate(rubric) if s.agent == agent and run in ("all", runs[i])]
+            truth = [rubric[i].score for i in index]
+            for method in methods:
+                values = [scored[method][i].score for i in index]
+                rows.append(
+                    {
+                        "run": run,
+                        "agent": agent,
+                        "method": method,
+                        "actions": len(index),
+                        "rubric_levels": sorted(set(truth)),
+                        "auc": pairwise_auc(values, truth),
+                        "auc_high_low": auc(values, [t >= HIGH for t in truth]),
+                        "spearman": spearman(values, truth),
+                        "mean_score": sum(values) / len(values),
+                        "seconds_per_action": seconds[method] / len(rubric),
+                    }
+                )
     return rows
+
+
+def print_rows(rows: list[dict]) -> None:
+    print(
+        "\nrun                 agent     method    actions  AUC (pairs)  AUC (>=5 vs <5)  Spearman  s/action"
+    )
+    for r in rows:
+        cells = ["   -" if r[k] is None else f"{r[k]:.2f}" for k in ("auc", "auc_high_low", "spearman")]
+        print(
+            f"{r['run']:<19} {r['agent']:<9} {r['method']:<9} {r['actions']:>7}  {cells[0]:>11}"
+            f"  {cells[1]:>15}  {cells[2]:>8}  {r['seconds_per_action']:5.2f}"
+        )
 
 
 def main() -> int:
     args = parse_args()
-    trajectories = load_trajectories(args.root, args.runs)
-    kept, count = [], 0
-    for trajectory in trajectories:  # whole trajectories, up to the action budget
-        if count + len(trajectory.actions) > args.max_actions:
-            break
-        kept.append(trajectory)
-        count += len(trajectory.actions)
-    print(f"{len(kept)} trajectories, {count} actions from {args.runs}", flush=True)
-    scored, seconds = score_all(kept, args.methods, args.model)
-    rows = separation(scored, args.methods)
-    print("\nagent     method    actions  high  low   AUC (high vs low)  Spearman  mean score")
-    for r in rows:
-        auc_text = "   -" if r["auc"] is None else f"{r['auc']:.2f}"
-        rho = "   -" if r["spearman"] is None else f"{r['spearman']:+.2f}"
-        print(
-            f"{r['agent']:<9} {r['method']:<9} {r['actions']:>7} {r['high']:>5} {r['low']:>4}"
-            f"   {auc_text:>16}  {rho:>8}  {r['mean_score']:10.2f}"
-        )
+    trajectories, runs = [], []
+    for run_id in args.runs:
+        found = load_trajectories(args.root, run_id, args.stage, args.max_actions)
+        trajectories += found
+        runs += [run_id] * sum(len(t.actions) for t in found)
+    print(f"{len(trajectories)} trajectories, {len(runs)} actions from {args.runs}", flush=True)
+    scored, seconds = score_all(trajectories, args.methods, args.model, args.template)
+    rows = separation(scored, args.methods, runs, seconds)
+    print_rows(rows)
     report = {
         "benchmark": "coach_signal",
         "date": time.strftime("%Y-%m-%d"),
         "machine": {"cores": os.cpu_count()},
         "settings": vars(args),
-        "trajectories": len(kept),
-        "actions": count,
+        "trajectories": len(trajectories),
+        "actions": len(runs),
         "seconds": seconds,
         "rows": rows,
     }

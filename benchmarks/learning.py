@@ -41,6 +41,8 @@ from pathlib import Path
 
 from mappa.stages import completed_iterations
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # lift_stats, beside this file
+
 REPO = Path(__file__).resolve().parents[1]
 SOURCES = {
     "rubric": ["coach.type=rubric", "coach.use_ground_truth=true"],
@@ -55,7 +57,7 @@ def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--config", default=str(REPO / "configs" / "mathchat-cpu-learn.yaml"))
     parser.add_argument("--iterations", type=int, help="default: the config's")
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--sources", nargs="+", default=DEFAULT_SOURCES, choices=list(SOURCES))
     parser.add_argument("--eval-data", help="a JSONL file of problem/answer rows to evaluate on")
     parser.add_argument("--eval-problems", type=int, help="default: the config's rollout.eval_problems")
@@ -159,6 +161,55 @@ def training_curves(args: argparse.Namespace, run_name: str) -> dict:
     return {"agents": agents, "train_success": success, "stage_s": stage_s}
 
 
+def per_problem(args: argparse.Namespace, run_name: str, iteration: int, column: str):
+    """0/1 per held-out problem (indexed by problem id) of checkpoint `iteration` (-1: base)."""
+    from mappa.stages.evaluate import evaluation_parts
+    from mappa.storage.run import Run
+
+    run = Run.open(args.root, run_name)
+    results = run.store.read_parquet(*evaluation_parts(run, iteration, "results.parquet"))
+    return results.set_index("problem_id")[column].astype(float)
+
+
+def lift_report(args, runs: dict[tuple[str, int], str], iterations: int, base_run: str) -> dict:
+    """Per source: the lift over the base and, for every other source, the paired difference to
+    outcome-only, each with its 95% bootstrap interval over problems (`lift_stats`)."""
+    import numpy as np
+    from lift_stats import difference, lift
+
+    report: dict = {}
+    for column in ("correct_flexible", "correct_boxed"):
+        base = per_problem(args, base_run, -1, column)
+        after = {
+            source: np.array([per_problem(args, runs[source, seed], iterations - 1, column)[base.index].values
+                              for seed in args.seeds])
+            for source in args.sources
+        }  # fmt: skip
+        by_source = {source: {"vs_base": lift(base.values, values)} for source, values in after.items()}
+        if "outcome" in after:
+            for source in after:
+                if source != "outcome":
+                    by_source[source]["vs_outcome"] = difference(after[source], after["outcome"])
+        report[column] = by_source
+    return report
+
+
+def print_lifts(lifts: dict) -> None:
+    """The lifts with their intervals, per seed, and gained / lost problems (flexible success)."""
+    print("\nchange in held-out success (flexible), mean over seeds [95% paired bootstrap over problems]")
+    for source, figures in lifts["correct_flexible"].items():
+        base = figures["vs_base"]
+        seeds = ", ".join(f"{x:+.1%}" for x in base["per_seed"])
+        low, high = base["ci95"]
+        line = f"{source:<13} vs base {base['mean']:+6.1%} [{low:+.1%}, {high:+.1%}]"
+        line += f" seeds ({seeds}), gained {base['gained']} lost {base['lost']} of {base['problems']}"
+        if "vs_outcome" in figures:
+            other = figures["vs_outcome"]
+            low, high = other["ci95"]
+            line += f"; vs outcome {other['mean']:+.1%} [{low:+.1%}, {high:+.1%}]"
+        print(line)
+
+
 def summary_rows(args, runs: dict[tuple[str, int], str], iterations: int, base: dict) -> list[dict]:
     rows = []
     for (source, seed), name in runs.items():
@@ -250,6 +301,8 @@ def plot_title(settings: dict) -> str:
 def replot(args: argparse.Namespace) -> int:
     report = json.loads(Path(args.out).read_text())
     print_table(report["summary"], report["curves"])
+    if "lifts" in report:
+        print_lifts(report["lifts"])
     plot(
         report["summary"], report["curves"], report["run_sources"], args.plot, plot_title(report["settings"])
     )
@@ -277,6 +330,8 @@ def main() -> int:
     rows = summary_rows(args, runs, iterations, base)
     curves = {name: training_curves(args, name) for name in runs.values()}
     print_table(rows, curves)
+    lifts = lift_report(args, runs, iterations, first)
+    print_lifts(lifts)
     settings = {**vars(args), "iterations": iterations, "overrides": common}
     run_sources = {name: source for (source, _), name in runs.items()}
     plot(rows, curves, run_sources, args.plot, plot_title(settings))
@@ -287,6 +342,7 @@ def main() -> int:
         "settings": settings,
         "splits": splits,
         "summary": rows,
+        "lifts": lifts,
         "curves": curves,
         "run_sources": run_sources,
         "wall_s": time.time() - started,

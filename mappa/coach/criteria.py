@@ -40,7 +40,15 @@ def yes_probability(yes_logprob: float, no_logprob: float) -> float:
 
 
 def question_chat(request: CoachRequest, question: str) -> list[dict[str, str]]:
-    """The action's context with one question appended to the user message."""
+    """The action's context with one question appended to the user message; `${answer}` in the question
+    becomes the problem's reference answer (only where the request carries ground truth)."""
+    if "${answer}" in question:
+        if not request.used_ground_truth or request.trajectory is None:
+            raise ValueError(
+                f"request {request.action_id}: a criteria question names ${{answer}}, the reference answer, "
+                "but this request carries no ground truth: set coach.use_ground_truth=true"
+            )
+        question = question.replace("${answer}", str(request.trajectory.problem.answer))
     if not request.context_messages:
         raise ValueError(
             f"request {request.action_id}: coach.scoring=criteria needs a template with a <<criteria>> "

@@ -23,6 +23,7 @@ from fractions import Fraction
 
 from mappa.core.types import Problem
 from mappa.envs import math_problems
+from mappa.envs.math_heldout import generate_heldout
 from mappa.envs.math_problems import WORD_TEMPLATES, Draft, Reject, format_answer, split_of
 
 LEVELS = (1, 2, 3)
@@ -160,13 +161,18 @@ def generate_level(level: int, split: str, n: int | None = None, seed: int = 0) 
 
 
 def load_builtin_source(source: str) -> list[Problem]:
-    """The problems of `builtin:<split>` (level 3, the shipped files) or `builtin:<split>-level<N>`."""
+    """The problems of `builtin:<split>` (level 3, the shipped files), `builtin:<split>-level<N>`, or
+    `builtin:heldout-level1` (other phrasings: `mappa.envs.math_heldout`)."""
     name = source.removeprefix("builtin:")
     if name in math_problems.SPLITS:
         return math_problems.load_builtin(name)
+    if name == "heldout-level1":
+        return generate_heldout()
     match = _SOURCE.match(source)
     if match is None or int(match.group(2)) not in LEVELS:
-        forms = ", ".join(f"builtin:{s}-level{n}" for s in SIZES for n in LEVELS)
+        forms = ", ".join(
+            [*(f"builtin:{s}-level{n}" for s in SIZES for n in LEVELS), "builtin:heldout-level1"]
+        )
         raise ValueError(f"unknown built-in problem set {source!r}; use builtin:train, builtin:eval, {forms}")
     split, level = match.group(1), int(match.group(2))
     return math_problems.load_builtin(split) if level == 3 else generate_level(level, split)

@@ -57,3 +57,26 @@ def test_level3_is_the_shipped_mix_and_bad_sources_name_the_forms():
         load_builtin_source("builtin:train-level9")
     with pytest.raises(ValueError, match="unknown built-in problem set"):
         load_builtin_source("builtin:test")
+
+
+def test_the_heldout_set_is_disjoint_from_training_by_problem_and_by_template_family():
+    from mappa.envs.math_heldout import SIZE
+    from mappa.envs.overlap import overlap_report
+
+    heldout = load_builtin_source("builtin:heldout-level1")
+    assert len(heldout) == SIZE >= 256 and heldout == load_builtin_source("builtin:heldout-level1")
+    assert len({p.question for p in heldout}) == SIZE
+    for split in ("train", "eval"):
+        other = load_builtin_source(f"builtin:{split}-level1")
+        assert not {p.question for p in heldout} & {p.question for p in other}
+        assert not {p.meta["template"] for p in heldout} & {p.meta["template"] for p in other}
+        assert overlap_report(other, heldout)["overlapping"] == 0  # not even near-duplicates
+    assert len({p.meta["template"] for p in heldout[:13]}) == 13  # every family in the first 256 alike
+    for problem in heldout:  # the answer follows from the numbers and the template's operation
+        a, b = problem.meta["numbers"]
+        words = problem.meta["template"]
+        expected = a * b if words.endswith(("product_words", "eggs", "pencils")) else None
+        if expected is None:
+            subtract = words.endswith(("minus_words", "less_than", "birds", "bus", "rope"))
+            expected = a - b if subtract else a + b
+        assert problem.answer == str(expected) and expected > 0, problem

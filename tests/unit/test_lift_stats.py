@@ -1,0 +1,36 @@
+"""The learning benchmark's statistics (`benchmarks/lift_stats.py`) on hand-computed cases."""
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+from lift_stats import bootstrap_interval, difference, lift  # noqa: E402
+
+
+def test_lift_counts_gains_and_losses_per_seed_and_averages_over_seeds():
+    base = np.array([0, 0, 1, 1])
+    after = np.array([[1, 0, 1, 0], [1, 1, 1, 1]])
+    result = lift(base, after)
+    assert result["mean"] == pytest.approx(0.25) and result["per_seed"] == [0.0, 0.5]
+    assert result["gained"] == [1, 2] and result["lost"] == [1, 0] and result["problems"] == 4
+    low, high = result["ci95"]
+    assert low <= 0.25 <= high
+
+
+def test_the_interval_is_a_point_when_every_problem_moves_alike_and_wide_when_they_differ():
+    assert bootstrap_interval(np.ones((3, 50))) == (1.0, 1.0, 1.0)
+    mixed = np.tile([1.0, -1.0], 100)  # mean 0: the interval straddles it, about +-2 standard errors
+    mean, low, high = bootstrap_interval(mixed[None, :])
+    assert mean == 0.0 and -0.16 < low < -0.1 and 0.1 < high < 0.16
+
+
+def test_two_sources_are_compared_paired_by_seed_and_problem():
+    one = np.array([[1, 1, 0, 0], [1, 1, 1, 0]])
+    other = np.array([[0, 1, 0, 0], [1, 0, 0, 0]])
+    result = difference(one, other)
+    assert result["mean"] == pytest.approx(0.375) and result["per_seed"] == [0.25, 0.5]
+    with pytest.raises(ValueError, match="same seeds and problems"):
+        difference(one, other[:1])
