@@ -111,7 +111,8 @@ class HFEngine(Engine):
         device = next(self.model.parameters()).device
         prefix = torch.tensor([rows[0][:shared]], device=device)  # (1, P)
         with self._autocast():
-            cache = self.model(input_ids=prefix, use_cache=True).past_key_values
+            # the prefix's logits are never read: project its last position only (Qwen: 152k rows)
+            cache = self.model(input_ids=prefix, use_cache=True, logits_to_keep=1).past_key_values
         cache.batch_repeat_interleave(len(rows))
         tails = [r[shared:] for r in rows]
         width = max(len(t) for t in tails)
