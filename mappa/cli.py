@@ -336,7 +336,7 @@ def cmd_rescore(args: argparse.Namespace) -> int:
 
     run = Run.open(args.root, args.run_id)  # fails fast, before Ray or Prefect start
     overrides = list(args.set or [])
-    coach = check_rescore(run, args.name, overrides).coach
+    coach = check_rescore(run, args.name, overrides, args.fallbacks_only).coach
     for iteration in args.iteration or []:  # (every iteration: its checkpoints do not matter here)
         pruned = pruned_note(run, iteration)
         if pruned:
@@ -352,7 +352,7 @@ def cmd_rescore(args: argparse.Namespace) -> int:
         args.run_id,
         args.root,
         run.config,
-        lambda: rescore(args.run_id, args.name, args.root, overrides, args.iteration),
+        lambda: rescore(args.run_id, args.name, args.root, overrides, args.iteration, args.fallbacks_only),
     )
     if code:
         return code
@@ -518,6 +518,12 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         metavar="KEY=VALUE",
         help="the coach to score with, as changes to the run's: coach.type=openai, coach.model=..., ...",
+    )
+    rescore.add_argument(
+        "--fallbacks-only",
+        action="store_true",
+        help="ask the coach again only about the actions the run's coach left unscored (parse status "
+        "fallback); every other verdict is copied from the run's scores",
     )
     rescore.add_argument("--debug", action="store_true", help=DEBUG_HELP)
     rescore.set_defaults(func=cmd_rescore)

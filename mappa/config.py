@@ -136,7 +136,16 @@ class CoachConfig(_Section):
     temperature: float = Field(0.0, ge=0, le=2)
     max_new_tokens: int = Field(160, ge=8, le=4096)
     fallback_score: float = Field(5.0, ge=0, le=10)
-    """Score recorded (and marked `fallback`) when the coach's answer cannot be parsed after one re-ask."""
+    """Score recorded (and marked `fallback`) when the coach's answer cannot be parsed after one re-ask.
+    Such an action gets no advantage (it stays out of the gradient), and a re-run asks the coach again."""
+    strip_reasoning: bool = True
+    """Remove reasoning blocks (`<think>...</think>`, an unclosed `<think>` to the end, everything before a
+    lone `</think>`) from the agent output the coach sees; the prompt says that it was removed."""
+    empty_action_score: float | None = Field(0.0, ge=0, le=10)
+    """LLM coaches (local, openai): an action with no usable output (blank, or nothing but reasoning, e.g.
+    cut at the token limit inside its `<think>` block) gets this score by rule, without a coach call
+    (parse_status `rule`, the rule named in the rationale); 0, as the rubric gives an empty solver.
+    None: ask the coach about it like any other action."""
     schedule: list[CoachPhase] = Field(default_factory=list)
     """Phase-aware coaching: the template by iteration, e.g. `[{until: 5, template: mathchat-reliability},
     {template: mathchat}]` (iterations 0-4 with the first, then the second); empty: `template` throughout.

@@ -8,7 +8,11 @@ only implement `_chat_batch`: answer a list of chats.
 
 With an `AnswerCache` (`mappa.coach.cache`), every chat is looked up first and only the missing ones are
 sent; each new answer is stored as soon as the backend has it (`on_answer`), so an interrupted stage
-loses no paid answer.
+loses no paid answer. A fallback is never a final answer: an action whose answers, read back from the
+cache, end in a fallback again is asked again from the start, without the cache (its new answers replace
+the old ones), so a re-run of the score stage asks the coach about exactly those actions (NeMo Gym
+likewise re-judges failed judge calls on resume); `asked_again` counts them. An action asked in this call
+that falls back stays a fallback until the next call.
 
 Not covered here: transport (HTTP retries live in `mappa.coach.openai`), prompt rendering.
 """
@@ -72,6 +76,7 @@ class LLMCoach(ABC):
         self.fallback_score = fallback_score
         self.max_rationale_chars = max_rationale_chars
         self.cache: AnswerCache | None = None
+        self.asked_again = 0
 
     @abstractmethod
     async def _chat_batch(
@@ -79,13 +84,17 @@ class LLMCoach(ABC):
     ) -> list[str]:
         """One answer text per chat, in order; may call `on_answer(index, text)` as each answer arrives."""
 
-    async def _answers(self, chats: list[list[dict[str, str]]], versions: list[str]) -> list[str]:
-        """Answers for `chats` (rendered with template `versions`): cached ones read back, the rest asked."""
+    async def _answers(
+        self, chats: list[list[dict[str, str]]], versions: list[str], read_cache: bool = True
+    ) -> tuple[list[str], list[bool]]:
+        """Answers for `chats` (rendered with template `versions`), and whether each was read back from
+        the cache (`read_cache`) rather than asked; every answer asked is stored as it arrives."""
         cache = self.cache
-        answers = [cache.get(v, c) if cache else None for c, v in zip(chats, versions)]
+        answers = [cache.get(v, c) if cache and read_cache else None for c, v in zip(chats, versions)]
+        cached = [answer is not None for answer in answers]
         missing = [i for i, answer in enumerate(answers) if answer is None]
         if not missing:
-            return [a or "" for a in answers]
+            return [a or "" for a in answers], cached
         stored: set[int] = set()
 
         def on_answer(index: int, text: str) -> None:
@@ -99,13 +108,26 @@ class LLMCoach(ABC):
         for index, (i, text) in enumerate(zip(missing, fresh)):
             on_answer(index, text)  # backends that answer a whole batch at once are stored here
             answers[i] = text
-        return [a or "" for a in answers]
+        return [a or "" for a in answers], cached
 
     async def score(self, requests: list[CoachRequest]) -> list[ActionScore]:
         if not requests:
             return []
+        scores, stale = await self._ask(requests, read_cache=True)
+        if stale:  # fallbacks read back from the cache are not final: ask about those actions again
+            again, _ = await self._ask([requests[i] for i in stale], read_cache=False)
+            for i, score in zip(stale, again, strict=True):
+                scores[i] = score
+            self.asked_again += len(stale)
+        return scores
+
+    async def _ask(
+        self, requests: list[CoachRequest], read_cache: bool
+    ) -> tuple[list[ActionScore], list[int]]:
+        """Ask, re-ask once where the answer did not parse, else fall back; also the positions of the
+        fallbacks whose two answers were both read back from the cache."""
         versions = [r.template_version for r in requests]
-        first = await self._answers([r.messages for r in requests], versions)
+        first, first_cached = await self._answers([r.messages for r in requests], versions, read_cache)
         scores: list[ActionScore | None] = [None] * len(requests)
         bad: list[int] = []
         for i, (request, answer) in enumerate(zip(requests, first, strict=True)):
@@ -114,17 +136,20 @@ class LLMCoach(ABC):
                 bad.append(i)
             else:
                 scores[i] = self._make(request, value, answer, "ok")
+        stale: list[int] = []
         if bad:
             reasks = [reask_messages(requests[i].messages, first[i]) for i in bad]
-            second = await self._answers(reasks, [versions[i] for i in bad])
-            for i, answer in zip(bad, second, strict=True):
+            second, second_cached = await self._answers(reasks, [versions[i] for i in bad], read_cache)
+            for i, answer, cached in zip(bad, second, second_cached, strict=True):
                 value = parse_score(answer)
                 if value is None:
                     note = f"unparsable coach answer, fallback score: {first[i]} || {answer}"
                     scores[i] = self._make(requests[i], self.fallback_score, note, "fallback")
+                    if cached and first_cached[i]:
+                        stale.append(i)
                 else:
                     scores[i] = self._make(requests[i], value, f"{first[i]}\n{answer}", "retried")
-        return [s for s in scores if s is not None]
+        return [s for s in scores if s is not None], stale
 
     def _make(self, request: CoachRequest, value: float, rationale: str, status: str) -> ActionScore:
         return ActionScore(

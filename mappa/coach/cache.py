@@ -4,7 +4,10 @@ The key of an answer is a SHA-256 over the coach model, the sampling settings th
 (temperature, max tokens, scoring mode), the prompt template's version and the rendered chat. One small
 JSON file per answer under `{root}/{run_id}/coach-cache/{key[:2]}/{key}.json`, written the moment the
 answer arrives (atomically, like every artifact), so a score stage killed half-way keeps what it paid for:
-the resumed or repeated stage reads those answers back and sends only the rest.
+the resumed or repeated stage reads those answers back and sends only the rest. Answers that left their
+action unscored (unparsable twice: a fallback) are stored like any other, but they are not final: the
+coach that reads them back asks about that action again and stores the new answers over them
+(`mappa.coach.base`).
 
 Not covered: sharing answers between runs (each run has its own cache), eviction (answers are small:
 a few hundred bytes each), or caching the expected-score mode's token probabilities (a local model's

@@ -94,4 +94,5 @@ class CriteriaCoach:
             coach_model=self.model_name,
             parse_status=status,
             used_ground_truth=request.used_ground_truth,
+            criteria=dict(answered) or None,  # each question's P(Yes), for the trackers
         )

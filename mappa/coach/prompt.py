@@ -5,6 +5,8 @@ role and the other agents' roles in pipeline order (marked upstream/downstream, 
 a downstream "file not found" is the upstream agent's fault), what the agent saw, what it wrote, what the
 tool answered and, only when `use_ground_truth` is set, the reference answer. Long texts are cut in the
 middle (head and tail kept) and every cut is stated in the prompt, so the coach knows it did not see all.
+Reasoning blocks (`<think>...</think>`) are removed from the agent's output by default
+(`coach.strip_reasoning`), and the prompt says so: the coach judges what the agent did, not its scratchpad.
 
 Template files (`mappa/coach/templates/<name>.txt`, or any path to a .txt file) are plain text with two
 sections, `<<system>>` and `<<user>>`, and `${name}` placeholders (`string.Template`) from
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import string
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -46,6 +49,8 @@ PLACEHOLDERS = frozenset(
 )
 SYSTEM_MARK, USER_MARK = "<<system>>", "<<user>>"
 SCORING_MARK, CRITERIA_MARK = "<<scoring>>", "<<criteria>>"  # optional: see the module docstring
+_THINK = re.compile(r"<think>.*?(?:</think>|\Z)", re.DOTALL | re.IGNORECASE)
+_CLOSE_THINK = re.compile(r"</think>", re.IGNORECASE)
 # The ground-truth block the coach sees for one action (None: none for this action)
 ReferenceFn = Callable[[Trajectory, Action], str | None]
 
@@ -162,6 +167,20 @@ def trim(text: str, limit: int) -> tuple[str, str]:
     return body, f" (trimmed: first {head} and last {tail} of {len(text)} characters shown)"
 
 
+def strip_reasoning(text: str) -> tuple[str, int]:
+    """`text` without its reasoning: `<think>...</think>` blocks, an unclosed `<think>` up to the end, and
+    everything up to a `</think>` with no opening tag (chat templates that open the block in the prompt);
+    returns the rest and how many characters were removed."""
+    closing = _CLOSE_THINK.search(text)
+    opening = text.lower().find("<think>")
+    kept = text
+    if closing and (opening < 0 or opening > closing.start()):
+        kept = kept[closing.end() :]
+    kept = _THINK.sub("", kept)
+    removed = len(text) - len(kept)
+    return (kept.strip(), removed) if removed else (text, 0)
+
+
 def render_tool(action: Action, max_chars: int) -> str:
     """The tool's answer: exit status, timeout, sandbox error, stdout and stderr within `max_chars` in all."""
     if action.tool_call is None:
@@ -218,6 +237,7 @@ def build_requests(
     max_text_chars: int = 1200,
     max_task_chars: int = 1000,
     reference_fn: ReferenceFn | None = None,
+    strip_reasoning: bool = True,
 ) -> list[CoachRequest]:
     """One `CoachRequest` per action of `trajectory`, rendered through `template`.
 
@@ -225,7 +245,8 @@ def build_requests(
     agent name to its role, in pipeline order. Ground truth is shown only if `use_ground_truth`, and then
     as `reference_fn(trajectory, action)` says (default: the reference answer, for every action; an env may
     show it for some actions only, or show computed metrics instead). Observation and response are cut to
-    `max_text_chars` each, stdout + stderr to `max_tool_chars`.
+    `max_text_chars` each, stdout + stderr to `max_tool_chars`; with `strip_reasoning` the response's
+    reasoning blocks are removed first (`strip_reasoning`), and the prompt says so.
     """
     tpl = load_template(template) if isinstance(template, str) else template
     _check_inputs(trajectory, roles, tpl, use_ground_truth)
@@ -238,7 +259,7 @@ def build_requests(
         values = {
             "task": task_text,
             "reference": f"\n{reference}\n" if reference is not None else "",
-            **_action_values(action, roles, max_text_chars, max_tool_chars),
+            **_action_values(action, roles, max_text_chars, max_tool_chars, strip_reasoning),
         }
         system = {"role": "system", "content": string.Template(tpl.system).substitute(values)}
         messages = [system, {"role": "user", "content": string.Template(tpl.user).substitute(values)}]
@@ -259,9 +280,14 @@ def build_requests(
     return requests
 
 
-def _action_values(action: Action, roles: dict[str, str], max_text_chars: int, max_tool_chars: int) -> dict:
+def _action_values(
+    action: Action, roles: dict[str, str], max_text_chars: int, max_tool_chars: int, strip: bool = True
+) -> dict:
     observation, observation_note = trim(action.observation, max_text_chars)
-    response, response_note = trim(action.response, max_text_chars)
+    response, removed = strip_reasoning(action.response) if strip else (action.response, 0)
+    response, response_note = trim(response, max_text_chars)
+    if removed:
+        response_note += f" (its reasoning, {removed} characters in <think> blocks, was removed)"
     return {
         "agents": render_agents(action.agent, roles),
         "agent": action.agent,

@@ -1,16 +1,25 @@
 """Scoring whole trajectories: render every action's request, ask the coach once for all, check alignment.
 
+Two kinds of action never reach the coach. Verdicts the caller already has (`known`: a re-scoring of
+fallbacks only keeps the run's other verdicts) are kept as they are. And for the LLM coaches (`local`,
+`openai`, every scoring mode) an action with no usable output, blank or nothing but reasoning (e.g. cut at
+the token limit inside its `<think>` block), is scored by rule: `coach.empty_action_score`, parse status
+`rule`, the rule named in the rationale (`rule_verdict`); a coach asked about an empty action would only
+guess. The rubric and outcome coaches keep their own rules for such actions.
+
 Not covered here: caching answers or writing scores as artifacts (the score stage does that).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from mappa.coach.base import Coach
-from mappa.coach.prompt import CoachRequest, ReferenceFn, build_requests, load_template
+from mappa.coach.prompt import CoachRequest, ReferenceFn, build_requests, load_template, strip_reasoning
 from mappa.config import CoachConfig
-from mappa.core.types import ActionScore, Trajectory
+from mappa.core.types import RULE, Action, ActionScore, Trajectory
+
+LLM_COACHES = ("local", "openai")
 
 
 def problem_task(trajectory: Trajectory) -> str:
@@ -33,10 +42,46 @@ def build_all_requests(
         task = task_fn(trajectory)
         requests.extend(
             build_requests(
-                trajectory, task, roles, template, config.use_ground_truth, reference_fn=reference_fn
+                trajectory,
+                task,
+                roles,
+                template,
+                config.use_ground_truth,
+                reference_fn=reference_fn,
+                strip_reasoning=config.strip_reasoning,
             )
         )
     return requests
+
+
+def unusable_output(action: Action) -> str | None:
+    """Why `action` has no output a coach could judge (the rule's name and what it found), or None."""
+    if not action.response.strip():
+        return "empty: the response is blank"
+    if strip_reasoning(action.response)[0].strip():
+        return None
+    if action.finish_reason == "length":
+        return "truncated: cut at the token limit inside its reasoning, nothing after it"
+    return "reasoning-only: nothing but a reasoning block"
+
+
+def rule_verdict(request: CoachRequest, config: CoachConfig, model_name: str) -> ActionScore | None:
+    """The verdict by rule for an LLM coach's request whose action has no usable output; else None."""
+    if config.type not in LLM_COACHES or config.empty_action_score is None or request.action is None:
+        return None
+    why = unusable_output(request.action)
+    if why is None:
+        return None
+    return ActionScore(
+        action_id=request.action_id,
+        trajectory_id=request.trajectory_id,
+        agent=request.agent,
+        score=config.empty_action_score,
+        rationale=f"rule {why}; scored {config.empty_action_score:g} without asking the coach",
+        coach_model=model_name,
+        parse_status=RULE,
+        used_ground_truth=request.used_ground_truth,
+    )
 
 
 async def score_trajectories(
@@ -46,15 +91,26 @@ async def score_trajectories(
     config: CoachConfig,
     task_fn: Callable[[Trajectory], str] = problem_task,
     reference_fn: ReferenceFn | None = None,
+    known: Mapping[str, ActionScore] | None = None,
 ) -> list[ActionScore]:
-    """One `ActionScore` per action of `trajectories`, in order; raises if the coach breaks alignment."""
+    """One `ActionScore` per action of `trajectories`, in order: `known` verdicts (by action id) kept,
+    actions without usable output scored by rule, the others by `coach`; raises if the coach breaks
+    alignment."""
     requests = build_all_requests(trajectories, roles, config, task_fn, reference_fn)
-    scores = await coach.score(requests)
+    verdicts = dict(known or {})
+    for request in requests:
+        if request.action_id not in verdicts:
+            ruled = rule_verdict(request, config, coach.model_name)
+            if ruled is not None:
+                verdicts[request.action_id] = ruled
+    asked = [r for r in requests if r.action_id not in verdicts]
+    scores = await coach.score(asked)
     got = [s.action_id for s in scores]
-    want = [r.action_id for r in requests]
+    want = [r.action_id for r in asked]
     if got != want:
         raise ValueError(
             f"coach {coach.model_name} returned {len(got)} scores not aligned with {len(want)} actions "
             f"(first mismatch near {next((w for g, w in zip(got, want, strict=False) if g != w), 'the end')})"
         )
-    return scores
+    verdicts |= {score.action_id: score for score in scores}
+    return [verdicts[r.action_id] for r in requests]

@@ -13,6 +13,12 @@ agent); `global` normalises all agents together. std is the population standard 
 This is REINFORCE++ (Hu, 2025), not GRPO: there is no per-prompt group baseline, because the intermediate
 states of different samples differ.
 
+An action the coach left unscored (its answer never held a parsable score, so a fallback score was recorded)
+is no evidence about the action: with `scored` False its advantages are exactly 0 and its tokens stay out of
+the whitening statistics, which are then the mean and std over the other actions' valid tokens of the same
+scope (NeMo Gym likewise keeps failed judge calls out of training). Its KL, rewards and returns are computed
+as for any action (they are recorded; they reach no gradient).
+
 All functions take padded tensors of shape (B, T) with a 0/1 `mask` marking valid response tokens, which
 must be left-aligned (valid tokens first, padding after). Pure torch; no I/O.
 """
@@ -72,9 +78,20 @@ def compute_returns(rewards: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return masked.flip(dims=[1]).cumsum(dim=1).flip(dims=[1]) * mask
 
 
-def whiten(values: torch.Tensor, mask: torch.Tensor, groups: Sequence[str] | None = None) -> torch.Tensor:
-    """(x - mean) / (std + 1e-8) over valid tokens; per group of rows when `groups` is given.  # (B, T)"""
+def whiten(
+    values: torch.Tensor,
+    mask: torch.Tensor,
+    groups: Sequence[str] | None = None,
+    row_mask: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """(x - mean) / (std + 1e-8) over valid tokens; per group of rows when `groups` is given.  # (B, T)
+
+    `row_mask` (B,), 1 where a row counts: a row with 0 is left out of the mean and std and gets 0."""
     _check_shapes(values=values, mask=mask)
+    if row_mask is not None:
+        if row_mask.shape != (values.shape[0],):
+            raise ValueError(f"row_mask must have shape ({values.shape[0]},), got {tuple(row_mask.shape)}")
+        mask = mask * row_mask.to(mask.dtype).unsqueeze(1)
     if groups is None:
         return _whiten_rows(values, mask)
     if len(groups) != values.shape[0]:
@@ -111,15 +128,17 @@ def compute_reinforce_pp_advantages(
     reward_scale: float = 0.1,
     reward_clip: float = 10.0,
     groups: Sequence[str] | None = None,
+    scored: torch.Tensor | None = None,
 ) -> dict[str, torch.Tensor]:
     """The whole chain: KL, token rewards, returns and whitened advantages (all (B, T), zero on padding).
 
-    `groups` gives each row's whitening group (agent names for scope `agent`, None for `global`).
+    `groups` gives each row's whitening group (agent names for scope `agent`, None for `global`); `scored`
+    (B,) bool, False for an action the coach left unscored: zero advantages, out of the whitening.
     """
     kl = compute_kl(logprobs, ref_logprobs, kl_estimator) * mask
     rewards = compute_token_rewards(kl, scores, mask, beta, reward_scale, reward_clip)
     returns = compute_returns(rewards, mask)
-    advantages = whiten(returns, mask, groups)
+    advantages = whiten(returns, mask, groups, row_mask=scored)
     return {"kl": kl, "rewards": rewards, "returns": returns, "advantages": advantages}
 
 

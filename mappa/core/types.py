@@ -96,7 +96,8 @@ class Trajectory:
 
 @dataclass(frozen=True)
 class ActionScore:
-    """The coach's verdict on one action. `parse_status` is `ok`, `retried` or `fallback`."""
+    """The coach's verdict on one action. `parse_status` is `ok`, `retried`, `fallback` (no parsable score:
+    `fallback_score` recorded, the action gets no advantage) or `rule` (no usable output: scored by rule)."""
 
     action_id: str
     trajectory_id: str
@@ -108,6 +109,14 @@ class ActionScore:
     used_ground_truth: bool = False
     template: str | None = None
     """The coach template in force for the action's iteration (`coach.schedule`), set by the score stage."""
+    criteria: dict[str, float] | None = None
+    """The criteria coach's P(Yes) per yes/no question (question -> probability); None for other coaches."""
+
+
+UNSCORED = "fallback"
+"""The parse status of an action the coach gave no score: no advantage (`mappa.core.advantages`)."""
+RULE = "rule"
+"""The parse status of an action scored by rule, without a coach call (no usable output)."""
 
 
 def action_id(trajectory_id: str, index: int) -> str:

@@ -28,11 +28,13 @@ def rescore(
     root: str = "runs",
     overrides: list[str] | None = None,
     iterations: list[int] | None = None,
+    fallbacks_only: bool = False,
 ) -> dict[str, Any]:
     """Re-score `iterations` (default: every rolled-out one) of run `run_id` under `root` as `name`, with
-    the run's coach changed by `overrides` (`coach.<field>=value`); returns the manifests and comparison."""
+    the run's coach changed by `overrides` (`coach.<field>=value`); with `fallbacks_only`, only the actions
+    the run's coach left unscored. Returns the manifests and comparison."""
     run = Run.open(root, run_id)
-    config = create_rescore(run, name, list(overrides or []))
+    config = create_rescore(run, name, list(overrides or []), fallbacks_only)
     available = rolled_out_iterations(run)
     chosen = available if iterations is None else list(iterations)
     missing = sorted(set(chosen) - set(available))

@@ -9,7 +9,9 @@ runs there: the policy pass when old logprobs are recomputed, none when the roll
 trainer's own numbers (`reference_pass` in the manifest says which).
 Then the pure core turns scores and logprobs into KL, token rewards, returns and whitened advantages
 (scope `agent`: per agent; `global`: all together). Actions of frozen agents are scored but produce no
-experience. Skipped when its manifest matches.
+experience. An action the coach left unscored (parse status `fallback`) keeps its experience row with
+advantages exactly 0 and stays out of the whitening statistics; the manifest's `unscored` counts them per
+trainable agent. Skipped when its manifest matches.
 """
 
 from __future__ import annotations
@@ -24,16 +26,19 @@ import torch
 from mappa.cluster.ray_cluster import agent_workers
 from mappa.config import rollout_logprobs_are_trainers
 from mappa.core.advantages import compute_reinforce_pp_advantages, pad_sequences
-from mappa.core.types import Experience
+from mappa.core.types import UNSCORED, Experience
 from mappa.stages.stage import Stage, output_parts, register, write_manifest
 from mappa.storage.frames import action_ids, experiences_to_frame
 from mappa.storage.run import Run
 
 
 def join_scores(actions: pd.DataFrame, scores: pd.DataFrame) -> pd.DataFrame:
-    """Actions with their scores; every action must have exactly one score."""
+    """Actions with their scores and parse statuses; every action must have exactly one score."""
     actions = actions.assign(action_id=action_ids(actions))
-    merged = actions.merge(scores[["action_id", "score"]], on="action_id", how="left", validate="one_to_one")
+    if "parse_status" not in scores:  # (a scores file written by hand may lack it)
+        scores = scores.assign(parse_status="ok")
+    columns = ["action_id", "score", "parse_status"]
+    merged = actions.merge(scores[columns], on="action_id", how="left", validate="one_to_one")
     missing = merged["score"].isna().sum()
     if missing:
         raise ValueError(f"{missing} actions have no coach score; re-run the score stage of this iteration")
@@ -98,6 +103,7 @@ def compute_experiences(frame: pd.DataFrame, old: list, ref: list, run: Run) -> 
     ref_t, _ = pad_sequences(ref)
     scores = torch.tensor(frame["score"].astype(float).tolist())
     groups = frame["agent"].tolist() if algo.whiten_scope == "agent" else None
+    scored = torch.tensor((frame["parse_status"] != UNSCORED).tolist(), dtype=torch.bool)
     out = compute_reinforce_pp_advantages(
         old_t,
         ref_t,
@@ -108,6 +114,7 @@ def compute_experiences(frame: pd.DataFrame, old: list, ref: list, run: Run) -> 
         reward_scale=algo.reward_scale,
         reward_clip=algo.reward_clip,
         groups=groups,
+        scored=scored,
     )
     lengths = mask.sum(dim=1).long().tolist()
 
@@ -164,12 +171,21 @@ def compute_iteration_advantages(run: Run, iteration: int) -> dict[str, Any]:
         old_logprobs=source,
         reference_pass=reference,
         logprob_mismatch=mismatch,
+        unscored=unscored_by_agent(frame, trainable),
     )
+
+
+def unscored_by_agent(frame: pd.DataFrame, agents: list[str]) -> dict[str, int]:
+    """How many of each trainable agent's actions the coach left unscored (masked out of the gradient)."""
+    masked = frame.loc[frame["parse_status"] == UNSCORED, "agent"].value_counts()
+    return {agent: int(masked.get(agent, 0)) for agent in agents}
 
 
 def describe(manifest: dict[str, Any]) -> str:
     kl = ", ".join(f"{a} {v:.4f}" for a, v in manifest.get("mean_kl", {}).items())
-    return f"{manifest['rows']} experiences, KL {kl}"
+    unscored = sum((manifest.get("unscored") or {}).values())
+    masked = f", {unscored} unscored (no advantage)" if unscored else ""
+    return f"{manifest['rows']} experiences, KL {kl}{masked}"
 
 
 STAGE = register(

@@ -7,7 +7,8 @@ UI's Artifacts page shows one collection per kind whose versions are the iterati
 
     mappa-<run>-agents   table, one row per agent: coach score mean/std/min/max, KL, loss, clip fraction,
                          approx KL, grad norm, trainer tokens/s
-    mappa-<run>-report   markdown: success rate, coach model and parse statuses, rubric agreement and
+    mappa-<run>-report   markdown: success rate, coach model and parse statuses, the actions left
+                         unscored (no advantage) or scored by rule per agent, rubric agreement and
                          score gap when recorded, stage timings, the curves PNG, links to the files
     mappa-<run>-progress table, one row per finished iteration so far: success rate, mean coach score and
                          KL per agent, seconds per stage (the run's progress on one page)
@@ -258,6 +259,7 @@ def _summary_lines(run: Run, iteration: int) -> list[str]:
         f"- coach: `{score.get('coach_model', '?')}`, parse status: "
         + ", ".join(f"{status} {count}" for status, count in sorted(score.get("parse_status", {}).items())),
     ]
+    lines += _unscored_lines(run, iteration, score)
     gap = (score.get("bias") or {}).get("gap")
     if gap is not None:
         lines.append(f"- coach score gap, correct minus incorrect trajectories: {gap:+.2f}")
@@ -272,6 +274,25 @@ def _summary_lines(run: Run, iteration: int) -> list[str]:
     if agreement:
         values = ", ".join(f"{a} {'n/a' if r is None else f'{r:.2f}'}" for a, r in sorted(agreement.items()))
         lines.append(f"- agreement with the rubric coach (Pearson r per agent): {values}")
+    return lines
+
+
+def _unscored_lines(run: Run, iteration: int, score: dict[str, Any]) -> list[str]:
+    """The actions out of the gradient (the coach gave no score: no advantage), per trainable agent, and
+    those scored by rule (no usable output)."""
+    unscored = {}
+    if run.has_manifest(iteration, "advantages"):
+        unscored = run.read_manifest(iteration, "advantages").get("unscored") or {}
+    lines = []
+    if any(unscored.values()):
+        counts = ", ".join(f"{agent} {n}" for agent, n in sorted(unscored.items()))
+        lines.append(f"- unscored actions, no advantage (coach gave no parsable score): {counts}")
+    ruled = {
+        agent: counts.get("rule", 0) for agent, counts in (score.get("parse_status_by_agent") or {}).items()
+    }
+    if any(ruled.values()):
+        counts = ", ".join(f"{agent} {n}" for agent, n in sorted(ruled.items()) if n)
+        lines.append(f"- scored by rule, no usable output (blank or only reasoning): {counts}")
     return lines
 
 

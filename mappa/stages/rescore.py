@@ -7,6 +7,11 @@ re-scoring under the same name must ask for the same coach). Its stage `rescore/
 skips itself when complete, and its coach answers go through the run's answer cache, so running it again
 bills nothing. It reads the rollout only: the run's scores, advantages and checkpoints never change.
 
+With `--fallbacks-only` (stored once as `RUN/rescore/NAME/options.json`) a re-scoring asks the coach
+only about the actions the run's coach left unscored (parse status `fallback`), afresh (their cached
+answers are not final), and copies every other verdict of the run's scores; its stage then reads the
+run's scores too, so it is redone if they change.
+
 `comparison_rows` sets a re-scoring against the run's own scores (`mappa.coach.compare`). Not covered:
 running the iterations in order (`mappa.flows.rescore`).
 """
@@ -54,9 +59,20 @@ def rescore_settings(run: Run, overrides: list[str]) -> RunConfig:
     return validate_config(apply_overrides(run.config.model_dump(mode="json"), overrides), "--set")
 
 
-def check_rescore(run: Run, name: str, overrides: list[str]) -> RunConfig:
+def options_parts(run: Run, name: str) -> tuple[str, ...]:
+    """Where re-scoring `name` keeps its options (only a fallbacks-only re-scoring has them)."""
+    return (run.run_id, "rescore", name, "options.json")
+
+
+def fallbacks_only(run: Run, name: str) -> bool:
+    """Whether re-scoring `name` asks about the run's fallbacks alone."""
+    parts = options_parts(run, name)
+    return run.store.exists(*parts) and bool(run.store.read_json(*parts).get("fallbacks_only"))
+
+
+def check_rescore(run: Run, name: str, overrides: list[str], only_fallbacks: bool = False) -> RunConfig:
     """The re-scoring's config, checked before any work: the name, the overrides (coach settings only),
-    and that a name already used was used with the same coach settings."""
+    and that a name already used was used with the same coach settings and the same `--fallbacks-only`."""
     try:
         validate_run_id(name)
     except ValueError:
@@ -70,38 +86,52 @@ def check_rescore(run: Run, name: str, overrides: list[str]) -> RunConfig:
             f"re-scoring {name} of run {run.run_id} was made with other coach settings "
             f"({run.store.url(*parts)}); repeat them, or pick another --as name"
         )
+    if run.store.exists(*parts) and fallbacks_only(run, name) != only_fallbacks:
+        made = "with" if fallbacks_only(run, name) else "without"
+        raise ValueError(
+            f"re-scoring {name} of run {run.run_id} was made {made} --fallbacks-only; repeat that, or pick "
+            f"another --as name"
+        )
     return config
 
 
-def create_rescore(run: Run, name: str, overrides: list[str]) -> RunConfig:
-    """`check_rescore`, then store the config (once) and register the re-scoring's stage."""
-    config = check_rescore(run, name, overrides)
+def create_rescore(run: Run, name: str, overrides: list[str], only_fallbacks: bool = False) -> RunConfig:
+    """`check_rescore`, then store the config and options (once) and register the re-scoring's stage."""
+    config = check_rescore(run, name, overrides, only_fallbacks)
     if not run.store.exists(*config_parts(run, name)):
+        if only_fallbacks:
+            run.store.write_json({"fallbacks_only": True}, *options_parts(run, name))
         run.store.write_text(dump_config(config), *config_parts(run, name))
-    rescore_stage(name)
+    rescore_stage(name, only_fallbacks)
     return config
 
 
-def rescore_stage(name: str) -> Stage:
-    """The stage `rescore/NAME` (registered on first use; its config is read from the run)."""
+def rescore_stage(name: str, only_fallbacks: bool = False) -> Stage:
+    """The stage `rescore/NAME` (registered on first use; its config is read from the run). A
+    fallbacks-only one also reads the run's scores, which it keeps but for their fallbacks."""
     full = stage_name(name)
-    if full in REGISTRY:
+    inputs = ("rollout", "score") if only_fallbacks else ("rollout",)
+    if full in REGISTRY and REGISTRY[full].inputs == inputs:
         return REGISTRY[full]
+    REGISTRY.pop(full, None)  # (another run's re-scoring of this name, in this process)
 
     def config_of(run: Run) -> RunConfig:
         return rescore_config(run, name)
 
     def compute(run: Run, iteration: int) -> dict:
         coach = config_of(run).coach
-        return score_actions(run, iteration, full, coach, worker_name=f"coach-{name}")
+        kept = "score" if only_fallbacks else None
+        return score_actions(run, iteration, full, coach, worker_name=f"coach-{name}", fallbacks_of=kept)
 
     def describe(manifest: dict) -> str:
         model, status = manifest["coach_model"], manifest["parse_status"]
+        if manifest.get("fallbacks_only"):
+            return (
+                f"{manifest['fallbacks_rescored']} unscored actions scored again by {model}, parse {status}"
+            )
         return f"{manifest['rows']} actions re-scored by {model}, parse {status}"
 
-    return register(
-        Stage(full, "scores.parquet", compute, describe, inputs=("rollout",), config_of=config_of)
-    )
+    return register(Stage(full, "scores.parquet", compute, describe, inputs=inputs, config_of=config_of))
 
 
 def rescore_names(run: Run) -> list[str]:
@@ -119,7 +149,7 @@ def rolled_out_iterations(run: Run) -> list[int]:
 
 def rescored_iterations(run: Run, name: str) -> list[int]:
     """The iterations whose re-scoring `name` is complete."""
-    rescore_stage(name)
+    rescore_stage(name, fallbacks_only(run, name))
     return [k for k in rolled_out_iterations(run) if stage_complete(run, k, stage_name(name))]
 
 

@@ -9,7 +9,12 @@ stage asks only for what it has no answer to (`coach_cache` in the manifest coun
 The manifest also carries the coach-bias watch (`mappa.coach.drift`): each agent's share of repeated and
 copied-from-prompt final answers (`answer_shares`) and `bias_warnings` (a category whose mean score rose
 over the last DRIFT_WINDOW iterations with flat success; an answer share that jumped), which the flow logs
-as warnings and the iteration report lists. Skipped when its manifest matches.
+as warnings and the iteration report lists. Per agent, `parse_status_by_agent` counts the verdicts by
+parse status (`fallback`: unscored, out of the gradient; `rule`: no usable output, scored by rule), and
+for the criteria coach `criteria_means` holds each question's mean P(Yes). A fallback is not final: a
+re-run asks the coach again about those actions (`fallbacks_asked_again`, `mappa.coach.base`), and a
+re-scoring with `fallbacks_of` (`mappa rescore --fallbacks-only`) keeps every other verdict of that stage
+and asks about its fallbacks alone. Skipped when its manifest matches.
 """
 
 from __future__ import annotations
@@ -21,16 +26,18 @@ from dataclasses import replace
 from typing import Any
 
 from mappa.cluster.ray_cluster import COACH, coach_worker
+from mappa.coach.base import Coach
 from mappa.coach.bias import agreement_by_agent, coach_bias_report
 from mappa.coach.build import build_coach, cache_settings
 from mappa.coach.cache import AnswerCache
 from mappa.coach.drift import answer_shares, collapse_warnings, drift_warnings
 from mappa.coach.score import score_trajectories
 from mappa.config import CoachConfig
+from mappa.core.types import UNSCORED, ActionScore, Trajectory
 from mappa.envs.outcome_summary import coach_score_by_kind
 from mappa.envs.registry import get_env_spec
 from mappa.stages.stage import Stage, output_parts, register, write_manifest
-from mappa.storage.frames import frame_to_trajectories, scores_to_frame
+from mappa.storage.frames import frame_to_scores, frame_to_trajectories, scores_to_frame
 from mappa.storage.run import Run
 
 DRIFT_WINDOW = 3
@@ -69,40 +76,36 @@ def score_iteration(run: Run, iteration: int) -> dict[str, Any]:
 
 
 def score_actions(
-    run: Run, iteration: int, stage: str, coach_config: CoachConfig, worker_name: str = COACH
+    run: Run,
+    iteration: int,
+    stage: str,
+    coach_config: CoachConfig,
+    worker_name: str = COACH,
+    fallbacks_of: str | None = None,
 ) -> dict[str, Any]:
     """Score the actions of iteration `iteration`'s rollout with `coach_config`; write the scores as stage
-    `stage`'s output and its manifest (the score stage, or a re-scoring: `mappa.stages.rescore`)."""
+    `stage`'s output and its manifest (the score stage, or a re-scoring: `mappa.stages.rescore`). With
+    `fallbacks_of` (a stage of scores), that stage's verdicts are kept and only its fallbacks are asked."""
     started = time.perf_counter()
-    config = run.config
     coach_config = coach_config.for_iteration(iteration)  # the template its schedule gives this iteration
     trajectories = frame_to_trajectories(run.store.read_parquet(*output_parts(run, iteration, "rollout")))
-    local = coach_config.type == "local"
-    chat_fn, logprob_fn, grouped_fn = (
-        local_coach_fns(run, coach_config, worker_name) if local else (None, None, None)
-    )
-    cache = AnswerCache(run.store, run.run_id, coach_config.model, cache_settings(coach_config))
-    coach = build_coach(coach_config, chat_fn, config.env.type, logprob_fn, cache, grouped_fn)
-    spec = get_env_spec(config.env.type)
-    reference = spec.coach_reference
+    coach, cache = stage_coach(run, coach_config, worker_name)
+    spec = get_env_spec(run.config.env.type)
+    known = kept_verdicts(run, iteration, fallbacks_of) if fallbacks_of else {}
     scores = asyncio.run(
-        score_trajectories(coach, trajectories, spec.roles, coach_config, reference_fn=reference)
+        score_trajectories(
+            coach, trajectories, spec.roles, coach_config, reference_fn=spec.coach_reference, known=known
+        )
     )
-    scores = [replace(score, template=coach_config.template) for score in scores]
+    scores = [s if s.action_id in known else replace(s, template=coach_config.template) for s in scores]
     frame = scores_to_frame(scores)
     run.store.write_parquet(frame, *output_parts(run, iteration, stage))
-    status = Counter(s.parse_status for s in scores)
-    agreement = None
-    if coach_config.type != "rubric":  # how far another coach agrees with the explicit rules, per agent
-        rubric = build_coach(coach_config.model_copy(update={"type": "rubric"}), None, config.env.type)
-        ruled = asyncio.run(
-            score_trajectories(rubric, trajectories, spec.roles, coach_config, reference_fn=reference)
-        )
-        agreement = agreement_by_agent(scores, ruled)
+    agreement = rubric_agreement(run, coach_config, trajectories, scores)
     bias = coach_bias_report(scores, trajectories)
     by_kind = coach_score_by_kind(scores, trajectories)
     shares = answer_shares(trajectories)
     warnings = watch_warnings(run, iteration, stage, bias, by_kind, shares)
+    redone = {"fallbacks_only": True, "fallbacks_rescored": len(scores) - len(known)} if fallbacks_of else {}
     return write_manifest(
         run,
         iteration,
@@ -112,15 +115,71 @@ def score_actions(
         coach_model=coach.model_name,
         template=coach_config.template,
         used_ground_truth=coach_config.use_ground_truth,
-        parse_status=dict(status),
+        **verdict_counts(scores),
         bias=bias,
         mean_score_by_kind=by_kind,
         rubric_agreement=agreement,
         coach_cache=cache.stats(),
         coach_usage=getattr(coach, "usage", None),  # an endpoint's coach: requests and tokens it reported
+        fallbacks_asked_again=getattr(coach, "asked_again", None),  # an LLM coach's cached fallbacks
         answer_shares=shares,
         bias_warnings=warnings,
+        **redone,
     )
+
+
+def stage_coach(run: Run, coach_config: CoachConfig, worker_name: str) -> tuple[Coach, AnswerCache]:
+    """The coach a score stage asks (a local one through the run's worker `worker_name`), with the run's
+    answer cache."""
+    local = coach_config.type == "local"
+    chat_fn, logprob_fn, grouped_fn = (
+        local_coach_fns(run, coach_config, worker_name) if local else (None, None, None)
+    )
+    cache = AnswerCache(run.store, run.run_id, coach_config.model, cache_settings(coach_config))
+    coach = build_coach(coach_config, chat_fn, run.config.env.type, logprob_fn, cache, grouped_fn)
+    return coach, cache
+
+
+def rubric_agreement(
+    run: Run, coach_config: CoachConfig, trajectories: list[Trajectory], scores: list[ActionScore]
+) -> dict[str, float | None] | None:
+    """How far another coach agrees with the explicit rules on the same actions, per agent (None for the
+    rubric itself)."""
+    if coach_config.type == "rubric":
+        return None
+    env_type = run.config.env.type
+    spec = get_env_spec(env_type)
+    rubric = build_coach(coach_config.model_copy(update={"type": "rubric"}), None, env_type)
+    ruled = asyncio.run(
+        score_trajectories(rubric, trajectories, spec.roles, coach_config, reference_fn=spec.coach_reference)
+    )
+    return agreement_by_agent(scores, ruled)
+
+
+def kept_verdicts(run: Run, iteration: int, stage: str) -> dict[str, ActionScore]:
+    """Stage `stage`'s verdicts of iteration `iteration` by action id, its fallbacks left out."""
+    own = frame_to_scores(run.store.read_parquet(*output_parts(run, iteration, stage)))
+    return {score.action_id: score for score in own if score.parse_status != UNSCORED}
+
+
+def verdict_counts(scores: list[ActionScore]) -> dict[str, Any]:
+    """The manifest's counts of verdicts: by parse status, by agent and parse status, and, for the criteria
+    coach, each agent's mean P(Yes) per question (`criteria_means`, None for other coaches)."""
+    by_agent: dict[str, Counter] = {}
+    criteria: dict[str, dict[str, list[float]]] = {}
+    for score in scores:
+        by_agent.setdefault(score.agent, Counter())[score.parse_status] += 1
+        for question, p in (score.criteria or {}).items():
+            criteria.setdefault(score.agent, {}).setdefault(question, []).append(p)
+    means = {
+        agent: {question: sum(ps) / len(ps) for question, ps in questions.items()}
+        for agent, questions in criteria.items()
+    }
+    return {
+        "parse_status": dict(Counter(s.parse_status for s in scores)),
+        "parse_status_by_agent": {agent: dict(counts) for agent, counts in sorted(by_agent.items())},
+        "criteria_means": means or None,
+    }
 
 
 def watch_warnings(

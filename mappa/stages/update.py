@@ -7,6 +7,7 @@ is not trained again (an interrupted stage resumes with the agents it had not fi
 trains, the storage root must have room for its checkpoint (`mappa.resources`): a full disk fails the
 stage before anything is written, with the finished agents kept. An agent whose advantages are all
 exactly zero has no gradient and is not trained (`skipped` in its metrics); it is still checkpointed.
+Actions whose advantages are all zero (those the coach left unscored) are left out of the batch.
 Skipped when its manifest matches.
 """
 
@@ -43,9 +44,9 @@ def update_agent(
         return metrics
     check_disk_for_checkpoint(run.config, agent, checkpoint_bytes(run, agent, iteration))
     rows = [e for e in experiences if e.agent == agent]
-    samples = [e.train_fields() for e in rows]
-    if not any(a != 0.0 for e in rows for a in e.advantages):
-        metrics = no_gradient_metrics(len(samples))  # nothing to learn: no forward, backward or step
+    samples = training_samples(rows)
+    if not samples:
+        metrics = no_gradient_metrics(len(rows))  # nothing to learn: no forward, backward or step
     else:
         try:
             metrics = ray.get(worker.train.remote(samples, run.config.seed * 7919 + iteration))
@@ -64,6 +65,13 @@ def update_agent(
     run.store.write_json(metrics, *done)
     run.record_event(iteration, "update", "agent-finished", agent=agent)
     return metrics
+
+
+def training_samples(rows: list[Experience]) -> list[dict[str, Any]]:
+    """What the trainer gets: the experiences with some non-zero advantage. A row whose advantages are all
+    exactly zero (an action the coach left unscored) adds no gradient, and would only dilute the loss's
+    token mean, so it is left out."""
+    return [e.train_fields() for e in rows if any(a != 0.0 for a in e.advantages)]
 
 
 def checkpoint_bytes(run: Run, agent: str, iteration: int) -> float:

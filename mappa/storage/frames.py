@@ -104,11 +104,33 @@ def frame_to_experiences(frame: pd.DataFrame) -> list[Experience]:
 
 
 def scores_to_frame(scores: Sequence[ActionScore]) -> pd.DataFrame:
-    return pd.DataFrame([dataclasses.asdict(s) for s in scores])
+    """scores.parquet: one row per `ActionScore`; `criteria` as a list of {question, p_yes} (or null)."""
+    rows = [dataclasses.asdict(s) | {"criteria": _criteria_rows(s.criteria)} for s in scores]
+    return pd.DataFrame(rows)
 
 
 def frame_to_scores(frame: pd.DataFrame) -> list[ActionScore]:
-    return [ActionScore(**row) for row in frame.to_dict("records")]
+    """The rows of scores.parquet as `ActionScore`s (files written before a field existed lack it)."""
+    out = []
+    for row in frame.to_dict("records"):
+        criteria = row.pop("criteria", None)
+        template = row.pop("template", None)  # parquet may give NaN for a missing string
+        template = template if isinstance(template, str) else None
+        out.append(ActionScore(**row, template=template, criteria=_criteria_of(criteria)))
+    return out
+
+
+def _criteria_rows(criteria: dict[str, float] | None) -> list[dict[str, object]] | None:
+    if criteria is None:
+        return None
+    return [{"question": question, "p_yes": float(p)} for question, p in criteria.items()]
+
+
+def _criteria_of(rows: object) -> dict[str, float] | None:
+    """Back from the list of {question, p_yes} (parquet gives a numpy array of dicts, or None)."""
+    if rows is None or (isinstance(rows, float) and rows != rows):
+        return None
+    return {str(row["question"]): float(row["p_yes"]) for row in rows}
 
 
 def _plain_row(row: dict) -> dict:

@@ -1,5 +1,7 @@
 """Where a run's scalars go: TensorBoard event files (on by default), W&B and MLflow (`trackers` in the
-config). Each sink takes `log(step, scalars)`; the step is the iteration.
+config). Each sink takes `log(step, scalars)`; the step is the iteration; and `log_table(step, name, rows)`
+(rows: dicts with the same keys), as a TensorBoard text summary (a markdown table), a `wandb.Table`, or an
+MLflow table artifact (`NAME/iter-000K.json`).
 
 - TensorBoard: an event file per call under `ROOT/RUN_ID/tensorboard/` (for a remote root written locally
   and copied there), so a killed process loses nothing it logged.
@@ -8,8 +10,8 @@ config). Each sink takes `log(step, scalars)`; the step is the iteration.
   `ROOT/RUN_ID/wandb/` (remote root: `~/.cache/mappa/wandb/RUN_ID`, copied into the run at the end);
   `mode: offline` uploads nothing (`wandb sync` that folder later).
 - MLflow: one MLflow run per mappa run in `trackers.mlflow.experiment`, found again by its `mappa.run_id`
-  tag; the config as params. Default store: `sqlite:///ROOT/RUN_ID/mlflow.db` (a remote root needs a
-  `tracking_uri`: a server).
+  tag; the config as params. Default store: `sqlite:///ROOT/RUN_ID/mlflow.db`, its artifacts in
+  `ROOT/RUN_ID/mlflow-artifacts/` (a remote root needs a `tracking_uri`: a server, which keeps them).
 
 W&B and MLflow sinks stay open for the process (`open_trackers`) and are closed by the flow
 (`close_trackers`, or at exit). Only numbers derived from the artifacts and the config's settings (which
@@ -40,6 +42,8 @@ LOCAL_CACHE = Path.home() / ".cache" / "mappa"
 class MetricsSink(Protocol):
     def log(self, step: int, scalars: dict[str, float]) -> None: ...
 
+    def log_table(self, step: int, name: str, rows: list[dict[str, Any]]) -> None: ...
+
     def close(self) -> None: ...
 
 
@@ -55,8 +59,23 @@ class TensorBoardSink:
         for name, value in sorted(scalars.items()):
             self.writer.add_scalar(name, value, global_step=step)
 
+    def log_table(self, step: int, name: str, rows: list[dict[str, Any]]) -> None:
+        self.writer.add_text(name, markdown_table(rows), global_step=step)
+
     def close(self) -> None:
         self.writer.close()
+
+
+def markdown_table(rows: list[dict[str, Any]]) -> str:
+    """Rows (dicts with the same keys) as a markdown table; `|` escaped, line breaks as spaces."""
+    columns = list(rows[0]) if rows else []
+
+    def cell(value: Any) -> str:
+        return " ".join(str(value).split()).replace("|", "\\|")
+
+    lines = ["| " + " | ".join(columns) + " |", "|" + " --- |" * len(columns)]
+    lines += ["| " + " | ".join(cell(row.get(c, "")) for c in columns) + " |" for row in rows]
+    return "\n".join(lines)
 
 
 def tracker_id(run_id: str) -> str:
@@ -107,6 +126,13 @@ class WandbSink:
     def log(self, step: int, scalars: dict[str, float]) -> None:
         self.run.log({**scalars, "iteration": step})
 
+    def log_table(self, step: int, name: str, rows: list[dict[str, Any]]) -> None:
+        import wandb
+
+        columns = list(rows[0]) if rows else []
+        table = wandb.Table(columns=columns, data=[[row.get(c) for c in columns] for row in rows])
+        self.run.log({name: table, "iteration": step})
+
     def close(self) -> None:
         self.run.finish()
 
@@ -118,10 +144,13 @@ class MlflowSink:
 
         self.client = client = MlflowClient(tracking_uri)
         experiment = client.get_experiment_by_name(settings.experiment)
-        if experiment is None:
-            experiment_id = client.create_experiment(settings.experiment)
+        artifacts = None if settings.tracking_uri else mlflow_artifacts(run)
+        if experiment is None:  # artifacts (the sampled-actions tables) next to the default store, not in ./
+            experiment_id = client.create_experiment(settings.experiment, artifact_location=artifacts)
         else:
             experiment_id = experiment.experiment_id
+        # (a default store made before artifacts went into the run would put tables in ./mlruns: none then)
+        self.tables = artifacts is None or (experiment is None or experiment.artifact_location == artifacts)
         tag = f"tags.`mappa.run_id` = '{run.run_id}'"
         found = client.search_runs([experiment_id], filter_string=tag, max_results=1)
         if found:  # a resumed mappa run continues its MLflow run
@@ -142,6 +171,13 @@ class MlflowSink:
         for start in range(0, len(metrics), 1000):  # MLflow takes 1000 metrics a batch
             self.client.log_batch(self.run_id, metrics=metrics[start : start + 1000])
 
+    def log_table(self, step: int, name: str, rows: list[dict[str, Any]]) -> None:
+        if not self.tables:
+            return
+        columns = list(rows[0]) if rows else []
+        data = {c: [row.get(c) for row in rows] for c in columns}
+        self.client.log_table(self.run_id, data=data, artifact_file=f"{name}/iter-{step:04d}.json")
+
     def close(self) -> None:
         self.client.set_terminated(self.run_id)
 
@@ -150,6 +186,12 @@ def mlflow_uri(run: Run, settings: MlflowConfig) -> str:
     if settings.tracking_uri:
         return settings.tracking_uri
     return f"sqlite:///{Path(run.store.path(run.run_id, 'mlflow.db')).resolve()}"
+
+
+def mlflow_artifacts(run: Run) -> str:
+    """Where the default store's runs keep their artifacts: `ROOT/RUN_ID/mlflow-artifacts/` (MLflow's own
+    default, `./mlruns`, would be the current directory)."""
+    return Path(run.store.path(run.run_id, "mlflow-artifacts")).resolve().as_uri()
 
 
 def wandb_folder(run: Run) -> Path:

@@ -1,7 +1,7 @@
 """`mappa rescore` on a finished run (a copy of the session's two-iteration MathChat run): another coach
 (with a phase-aware schedule of templates) scores the stored trajectories into `iter-K/rescore/NAME/`, a
-second call asks the coach nothing, the run's own scores, advantages and checkpoints stay as they were,
-and `mappa inspect --coaches` compares."""
+second call asks the coach nothing, a `--fallbacks-only` one keeps every verdict the run's coach gave, the
+run's own scores, advantages and checkpoints stay as they were, and `mappa inspect --coaches` compares."""
 
 from __future__ import annotations
 
@@ -51,7 +51,8 @@ def test_rescore_scores_again_for_free_leaves_the_run_alone_and_compares(
 
     assert main(judge) == 0
     copy = Run.open(str(root), run.run_id)
-    actions = sum(len(copy.store.read_parquet(*output_parts(copy, k, "score"))) for k in (0, 1))
+    judged = [copy.store.read_parquet(*output_parts(copy, k, "rescore/judge")) for k in (0, 1)]
+    actions = sum(int((frame["parse_status"] != "rule").sum()) for frame in judged)  # blank ones: by rule
     assert sum(coach_server.state.answered.values()) == actions
     for k in (0, 1):
         own = copy.store.read_parquet(*output_parts(copy, k, "score"))
@@ -70,6 +71,15 @@ def test_rescore_scores_again_for_free_leaves_the_run_alone_and_compares(
     assert "made with other coach settings" in " ".join(capsys.readouterr().out.split())
     assert main(["rescore", run.run_id, "--root", str(root), "--as", "x", "--set", "algo.beta=0"]) == 2
     assert "changes the coach only" in capsys.readouterr().out
+
+    again = ["rescore", run.run_id, "--root", str(root), "--as", "again", "--fallbacks-only"]
+    assert main(again) == 0  # the run's rubric left nothing unscored: nothing to ask, every verdict kept
+    for k in (0, 1):
+        assert copy.read_manifest(k, "rescore/again")["fallbacks_rescored"] == 0
+        kept = copy.store.read_parquet(*output_parts(copy, k, "rescore/again"))
+        assert kept.equals(copy.store.read_parquet(*output_parts(copy, k, "score")))
+    assert main([*judge, "--fallbacks-only"]) == 2
+    assert "made without --fallbacks-only" in " ".join(capsys.readouterr().out.split())
 
     outcome = ["rescore", run.run_id, "--root", str(root), "--as", "outcome", "--iteration", "1"]
     assert main([*outcome, "--set", "coach.type=outcome"]) == 0

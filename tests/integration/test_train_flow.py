@@ -140,6 +140,9 @@ def test_wandb_offline_and_mlflow_hold_the_same_scalars_and_no_secret(mathchat_r
             if not name.startswith("_") and name != "iteration":
                 steps.setdefault(name, []).append(row["iteration"])
     check_tracked(steps, "wandb")
+    tables = [row for row in logged_history(folder) if row.get("coach/samples/_type") == "table-file"]
+    assert sorted(row["iteration"] for row in tables) == [0, 1], tables  # the sampled actions, a table each
+    assert all(row["coach/samples/nrows"] == 8 and row["coach/samples/ncols"] == 6 for row in tables)
 
     client = MlflowClient(f"sqlite:///{run.store.path(run.run_id, 'mlflow.db')}")
     experiment = client.get_experiment_by_name("mappa")
@@ -148,6 +151,10 @@ def test_wandb_offline_and_mlflow_hold_the_same_scalars_and_no_secret(mathchat_r
     metric_history = client.get_metric_history
     history = {name: [m.step for m in metric_history(found.info.run_id, name)] for name in found.data.metrics}
     check_tracked(history, "mlflow")
+    samples = [a.path for a in client.list_artifacts(found.info.run_id, "coach/samples")]
+    assert samples == ["coach/samples/iter-0000.json", "coach/samples/iter-0001.json"], samples
+    stored = Path(run.store.path(run.run_id, "mlflow-artifacts"))  # in the run, not in ./mlruns
+    assert len(list(stored.rglob("iter-*.json"))) == 2
 
     written = b"".join(p.read_bytes() for p in Path(folder).rglob("*") if p.is_file())
     written += Path(run.store.path(run.run_id, "mlflow.db")).read_bytes()

@@ -116,3 +116,47 @@ def test_whiten_of_equal_values_is_exactly_zero():
         torch.zeros(2, 3), torch.zeros(2, 3), torch.tensor([4.0, 4.0]), torch.ones(2, 3), beta=0.01
     )
     assert torch.equal(out["advantages"], torch.zeros(2, 3))
+
+
+# --- unscored actions (the coach gave no parsable score): zero advantage, out of the statistics ----------
+
+
+def test_a_masked_row_gets_zero_and_stays_out_of_global_statistics():
+    values = torch.tensor([[1.0, 3.0], [10.0, 30.0], [1000.0, -1000.0]])
+    out = whiten(values, torch.ones(3, 2), row_mask=torch.tensor([1.0, 1.0, 0.0]))
+    mean, std = 11.0, math.sqrt((100 + 64 + 1 + 361) / 4)  # over 1, 3, 10, 30 only
+    assert torch.allclose(out[:2], (values[:2] - mean) / std, atol=1e-6)
+    assert torch.equal(out[2], torch.zeros(2))
+
+
+def test_a_masked_row_stays_out_of_its_own_agents_statistics_only():
+    values = torch.tensor([[1.0, 3.0], [10.0, 30.0], [7.0, 0.0], [5.0, 9.0]])
+    mask = torch.tensor([[1.0, 1.0], [1.0, 1.0], [1.0, 0.0], [1.0, 1.0]])
+    out = whiten(values, mask, groups=["a", "b", "a", "b"], row_mask=torch.tensor([1, 1, 0, 1]))
+    assert torch.allclose(out[0], torch.tensor([-1.0, 1.0]), atol=1e-6)  # agent a: row 0 alone, mean 2, std 1
+    b_mean = (10 + 30 + 5 + 9) / 4  # 13.5; agent b unchanged by a's masked row
+    b_std = math.sqrt(((10 - b_mean) ** 2 + (30 - b_mean) ** 2 + (5 - b_mean) ** 2 + (9 - b_mean) ** 2) / 4)
+    assert torch.allclose(out[[1, 3]], (values[[1, 3]] - b_mean) / b_std, atol=1e-6)
+    assert torch.equal(out[2], torch.zeros(2))
+
+
+def test_an_agent_whose_actions_are_all_masked_gets_zero_advantages():
+    values = torch.tensor([[1.0, 2.0], [4.0, 8.0], [3.0, 6.0]])
+    out = whiten(values, torch.ones(3, 2), groups=["a", "b", "b"], row_mask=torch.tensor([0, 1, 1]))
+    assert torch.equal(out[0], torch.zeros(2))
+    assert torch.count_nonzero(out[1:]) == 4
+    with pytest.raises(ValueError, match="row_mask"):
+        whiten(values, torch.ones(3, 2), row_mask=torch.ones(2))
+
+
+def test_full_chain_masks_unscored_actions_but_keeps_their_returns():
+    # two one-token actions, no KL: returns are 0.1 * score; the fallback one (score 5) is masked
+    old = torch.zeros(3, 1)
+    scores = torch.tensor([2.0, 5.0, 8.0])
+    out = compute_reinforce_pp_advantages(
+        old, old, scores, torch.ones(3, 1), beta=0.01, scored=torch.tensor([True, False, True])
+    )
+    assert torch.allclose(out["returns"], torch.tensor([[0.2], [0.5], [0.8]]))
+    # mean 0.5 and std 0.3 over the two scored actions: advantages -1 and +1
+    assert torch.allclose(out["advantages"], torch.tensor([[-1.0], [0.0], [1.0]]), atol=1e-6)
+    assert out["advantages"][1].item() == 0.0

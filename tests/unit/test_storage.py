@@ -66,9 +66,15 @@ def test_trajectory_frame_round_trip(trajectory):
     assert back == [trajectory]
 
 
-def test_scores_frame_round_trip():
+def test_scores_frame_round_trip(tmp_path):
     scores = [ActionScore("t1/0", "t1", "solver", 7.0, "fine", "rubric", "ok", True)]
     assert frame_to_scores(scores_to_frame(scores)) == scores
+    store = ArtifactStore(str(tmp_path))  # the criteria coach's P(Yes) per question, through parquet
+    asked = [*scores, ActionScore("t1/1", "t1", "solver", 5.0, "", "m", criteria={"Is it? a; b": 0.5})]
+    store.write_parquet(scores_to_frame(asked), "scores.parquet")
+    assert frame_to_scores(store.read_parquet("scores.parquet")) == asked
+    old = scores_to_frame(scores).drop(columns=["criteria", "template"])  # a file from before the fields
+    assert frame_to_scores(old) == scores
 
 
 def test_manifest_marks_stage_complete_and_detects_changes(tmp_path):
