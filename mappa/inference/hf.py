@@ -121,14 +121,16 @@ class HFEngine(Engine):
         tail_mask = torch.tensor([[1] * len(t) + [0] * (width - len(t)) for t in tails], device=device)
         attention = torch.cat([tail_mask.new_ones(len(rows), shared), tail_mask], dim=1)
         positions = shared + torch.arange(width, device=device).unsqueeze(0).expand(len(rows), -1)
+        ends = sorted({len(t) - 1 for t in tails})  # the rows' last positions: the only logits read
         with self._autocast():
             logits = self.model(
                 input_ids=input_ids,
                 attention_mask=attention,
                 position_ids=positions,
                 past_key_values=cache,
-            ).logits  # (B, S, V)
-        last = torch.tensor([len(t) - 1 for t in tails], device=device)
+                logits_to_keep=torch.tensor(ends, device=device),
+            ).logits  # (B, len(ends), V)
+        last = torch.tensor([ends.index(len(t) - 1) for t in tails], device=device)
         final = logits[torch.arange(len(rows), device=device), last].float().log_softmax(-1)  # (B, V)
         return final[:, ids].tolist()
 
