@@ -46,7 +46,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # lift_stats, beside t
 REPO = Path(__file__).resolve().parents[1]
 SOURCES = {
     "rubric": ["coach.type=rubric", "coach.use_ground_truth=true"],
-    "llm": ["coach.type=local", "coach.scoring=criteria", "coach.use_ground_truth=true"],
+    "llm": [  # Qwen2.5-Coder-0.5B asked one fact per question (mathchat-facts; `mappa models prepare`)
+        "coach.type=local",
+        "coach.scoring=criteria",
+        "coach.model=qwen2.5-coder-0.5b",
+        "coach.template=mathchat-facts",
+        "coach.use_ground_truth=true",
+    ],
     "outcome": ["coach.type=outcome"],
     "rubric-nogt": ["coach.type=rubric", "coach.use_ground_truth=false"],
 }

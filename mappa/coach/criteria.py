@@ -10,6 +10,8 @@ action share its context, whose KV cache the engine computes once: `HFEngine.gro
 
     p_i = P(Yes) / (P(Yes) + P(No))   for criterion i of the seat;   score = 10 * mean_i p_i
 
+A question may name its evidence (`[response]`, `[program]`, `[final]`: `mappa.coach.evidence`); it is
+then asked about that piece alone, which is what makes a 0.5B model a usable judge (`mathchat-facts`).
 The rationale lists every question's p. A seat without criteria gets the neutral 5 (and parse_status
 `fallback`), so a template that forgets one is visible in the score stage's parse statistics.
 
@@ -21,6 +23,7 @@ from __future__ import annotations
 import math
 from collections.abc import Awaitable, Callable
 
+from mappa.coach.evidence import evidence_text, split_tag
 from mappa.coach.prompt import CoachRequest, PromptTemplate
 from mappa.core.types import ActionScore
 
@@ -40,15 +43,18 @@ def yes_probability(yes_logprob: float, no_logprob: float) -> float:
 
 
 def question_chat(request: CoachRequest, question: str) -> list[dict[str, str]]:
-    """The action's context with one question appended to the user message; `${answer}` in the question
-    becomes the problem's reference answer (only where the request carries ground truth)."""
-    if "${answer}" in question:
-        if not request.used_ground_truth or request.trajectory is None:
-            raise ValueError(
-                f"request {request.action_id}: a criteria question names ${{answer}}, the reference answer, "
-                "but this request carries no ground truth: set coach.use_ground_truth=true"
-            )
-        question = question.replace("${answer}", str(request.trajectory.problem.answer))
+    """The chat that asks one criterion of one action: the action's context with the question appended,
+    or, for a question tagged with its evidence (`[program] Did the program print ...`), that piece of
+    the action alone (`mappa.coach.evidence`). `${answer}` becomes the reference answer (only where the
+    request carries ground truth), `${final}` the team's final answer."""
+    tag, question = split_tag(question)
+    question = _filled(request, question)
+    if tag is not None:
+        if request.action is None or request.trajectory is None:
+            raise ValueError(f"request {request.action_id}: evidence [{tag}] needs the action on the request")
+        system = (request.context_messages or request.messages)[0]
+        text = evidence_text(tag, request.action, request.trajectory)
+        return [system, {"role": "user", "content": text + QUESTION_FORMAT.format(question=question)}]
     if not request.context_messages:
         raise ValueError(
             f"request {request.action_id}: coach.scoring=criteria needs a template with a <<criteria>> "
@@ -56,6 +62,21 @@ def question_chat(request: CoachRequest, question: str) -> list[dict[str, str]]:
         )
     *head, user = request.context_messages
     return [*head, {**user, "content": user["content"] + QUESTION_FORMAT.format(question=question)}]
+
+
+def _filled(request: CoachRequest, question: str) -> str:
+    """`${answer}` and `${final}` in a question replaced by the reference and the team's final answer."""
+    if "${answer}" in question:
+        if not request.used_ground_truth or request.trajectory is None:
+            raise ValueError(
+                f"request {request.action_id}: a criteria question names ${{answer}}, the reference answer, "
+                "but this request carries no ground truth: set coach.use_ground_truth=true"
+            )
+        question = question.replace("${answer}", str(request.trajectory.problem.answer))
+    if "${final}" in question:
+        final = request.trajectory.final_answer if request.trajectory else None
+        question = question.replace("${final}", str(final) if final else "(none)")
+    return question
 
 
 class CriteriaCoach:

@@ -34,9 +34,13 @@ def test_every_artifact_is_written(mathchat_run):
             assert len(row["advantages"]) == len(row["old_logprobs"]) == len(row["kl"]) == n
         metrics = run.store.read_json(*output_parts(run, iteration, "update"))
         assert set(metrics) == {"solver", "executor", "verifier"}
-        for agent in metrics:
+        for agent in metrics:  # the LoRA verifier's checkpoint is its adapter, not a copy of the model
             folder = run.checkpoint_parts(agent, iteration)
-            assert run.store.exists(*folder, "model.safetensors")
+            lora = agent == "verifier"
+            assert run.store.exists(
+                *folder, "adapter/adapter_model.safetensors" if lora else "model.safetensors"
+            )
+            assert run.store.exists(*folder, "model.safetensors") != lora
             assert run.store.exists(*folder, "trainer_state.pt")
 
 
@@ -58,11 +62,15 @@ def test_executor_actions_record_the_sandbox(mathchat_run):
 def test_weights_changed(mathchat_run, tiny_model):
     run, _, _ = mathchat_run
     base = load_file(str(tiny_model / "model.safetensors"))
-    for agent in ("solver", "executor", "verifier"):
+    for agent in ("solver", "executor"):
         path = run.store.path(*run.checkpoint_parts(agent, 1), "model.safetensors")
         trained = load_file(path)
         changed = [k for k in base if k in trained and not (base[k] == trained[k]).all()]
         assert changed, f"{agent}'s weights did not change"
+    adapter = load_file(
+        run.store.path(*run.checkpoint_parts("verifier", 1), "adapter/adapter_model.safetensors")
+    )
+    assert any(k.endswith("lora_B.weight") and v.abs().sum() > 0 for k, v in adapter.items())  # B starts at 0
 
 
 def test_second_run_with_same_id_skips_finished_stages(mathchat_run):

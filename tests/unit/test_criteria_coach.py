@@ -86,3 +86,29 @@ def test_criteria_scoring_needs_a_template_with_criteria(tmp_path):
     assert isinstance(coach, CriteriaCoach)
     with pytest.raises(ValueError, match="needs coach.type=local"):
         CoachConfig(type="rubric", scoring="criteria")
+
+
+def test_a_tagged_question_is_asked_about_its_piece_of_the_action_alone(trajectory):
+    """`[response]`, `[program]` and `[final]` questions see the agent's text, the latest program's output
+    (the verifier: its upstream executor's crashed run) or the team's final answer, and nothing else;
+    `${answer}` and `${final}` are filled in (`mappa.coach.evidence`)."""
+    from mappa.coach.criteria import question_chat
+
+    template = load_template("mathchat-facts")
+    requests = build_requests(trajectory, "What is 2+2?", ROLES, template, use_ground_truth=True)
+    solver, executor, crashed, verifier = requests
+    chat = question_chat(solver, "[response] Does the text contain the number ${answer}?")
+    assert chat[0]["content"] == template.system and len(chat) == 2
+    assert chat[1]["content"].startswith("TEXT:\n2+2=4\n\nQUESTION: Does the text contain the number 4?")
+    assert question_chat(executor, "[program] Did it print?")[1]["content"].startswith("PROGRAM OUTPUT:\n4\n")
+    failed = question_chat(verifier, "[program] Did the program print the number ${final}?")[1]["content"]
+    assert failed.startswith("PROGRAM OUTPUT:\n(nothing printed)\nERROR: SyntaxError\n\nQUESTION: Did the")
+    assert "print the number 4?" in failed
+    final = question_chat(verifier, "[final] Is the final answer ${answer}?")[1]["content"]
+    assert final.startswith("THE TEAM'S FINAL ANSWER:\n4\n\nQUESTION: Is the final answer 4?")
+    assert question_chat(solver, "[program] Ran?")[1]["content"].startswith("PROGRAM OUTPUT:\n(no program)")
+    with pytest.raises(ValueError, match=r"unknown evidence \[stdout\]; use one of \[final\], \[program\]"):
+        question_chat(solver, "[stdout] Printed?")
+    blind = build_requests(trajectory, "What is 2+2?", ROLES, "mathchat", use_ground_truth=False)[0]
+    with pytest.raises(ValueError, match="carries no ground truth: set coach.use_ground_truth=true"):
+        question_chat(blind, "[response] Does it contain ${answer}?")
