@@ -25,6 +25,7 @@ from mappa.core.types import Problem
 from mappa.envs import math_problems
 from mappa.envs.math_heldout import generate_heldout
 from mappa.envs.math_problems import WORD_TEMPLATES, Draft, Reject, format_answer, split_of
+from mappa.envs.math_train_variety import generate_variety
 
 LEVELS = (1, 2, 3)
 SIZES = {"train": 256, "eval": 64}
@@ -161,13 +162,16 @@ def generate_level(level: int, split: str, n: int | None = None, seed: int = 0) 
 
 
 def load_builtin_source(source: str) -> list[Problem]:
-    """The problems of `builtin:<split>` (level 3, the shipped files), `builtin:<split>-level<N>`, or
-    `builtin:heldout-level1` (other phrasings: `mappa.envs.math_heldout`)."""
+    """The problems of `builtin:<split>` (level 3, the shipped files), `builtin:<split>-level<N>`,
+    `builtin:heldout-level1` (other phrasings: `mappa.envs.math_heldout`) or `builtin:train-level1-mix`
+    (the level-1 training split and eight more families: `mappa.envs.math_train_variety`)."""
     name = source.removeprefix("builtin:")
     if name in math_problems.SPLITS:
         return math_problems.load_builtin(name)
     if name == "heldout-level1":
         return generate_heldout()
+    if name == "train-level1-mix":
+        return generate_level(1, "train") + generate_variety()
     match = _SOURCE.match(source)
     if match is None or int(match.group(2)) not in LEVELS:
         forms = ", ".join(

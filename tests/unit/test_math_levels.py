@@ -66,8 +66,8 @@ def test_the_heldout_set_is_disjoint_from_training_by_problem_and_by_template_fa
     heldout = load_builtin_source("builtin:heldout-level1")
     assert len(heldout) == SIZE >= 256 and heldout == load_builtin_source("builtin:heldout-level1")
     assert len({p.question for p in heldout}) == SIZE
-    for split in ("train", "eval"):
-        other = load_builtin_source(f"builtin:{split}-level1")
+    for source in ("builtin:train-level1", "builtin:eval-level1", "builtin:train-level1-mix"):
+        other = load_builtin_source(source)
         assert not {p.question for p in heldout} & {p.question for p in other}
         assert not {p.meta["template"] for p in heldout} & {p.meta["template"] for p in other}
         assert overlap_report(other, heldout)["overlapping"] == 0  # not even near-duplicates
@@ -80,3 +80,10 @@ def test_the_heldout_set_is_disjoint_from_training_by_problem_and_by_template_fa
             subtract = words.endswith(("minus_words", "less_than", "birds", "bus", "rope"))
             expected = a - b if subtract else a + b
         assert problem.answer == str(expected) and expected > 0, problem
+
+
+def test_the_mixed_training_split_adds_eight_families_to_level_one():
+    mix = load_builtin_source("builtin:train-level1-mix")
+    level1 = load_builtin_source("builtin:train-level1")
+    assert len(mix) == 512 and mix[:256] == level1 and len({p.question for p in mix}) == 512
+    assert len({p.meta["template"] for p in mix}) == len(LEVEL1_TEMPLATES) + 8
