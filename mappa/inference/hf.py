@@ -24,6 +24,9 @@ from mappa.inference.decode import decode, enable_cpu_gqa
 from mappa.inference.engine import Engine, Generation, SamplingParams
 from mappa.inference.precision import resolve_bf16
 
+SHARED_PREFIX = 64
+"""Common prefix tokens from which a group of prompts runs its prefix once (`grouped_next_token_logprobs`)."""
+
 
 class HFEngine(Engine):
     def __init__(
@@ -87,20 +90,33 @@ class HFEngine(Engine):
 
     @torch.no_grad()
     def grouped_next_token_logprobs(
-        self, groups: list[list[str]], candidates: list[str]
+        self, groups: list[list[str]], candidates: list[str], batch_size: int = 8
     ) -> list[list[list[float]]]:
         """Log-probabilities of single-token candidates as the next token after each prompt, for groups of
-        prompts that share a long prefix (one action's context, then one question each):
-        out[group][prompt][candidate]. Each group's common token prefix runs once, its KV cache then serves
-        every prompt of the group (right-padded suffixes), so the result equals `next_token_logprobs` on
-        the whole prompts at a fraction of the cost."""
+        prompts that may share a long prefix (one action's context, then one question each):
+        out[group][prompt][candidate]. A group whose common token prefix is long (`SHARED_PREFIX`
+        tokens or more) runs it once and its KV cache serves every prompt of the group (right-padded
+        suffixes); the other prompts (short ones, each about its own piece of an action) run together in
+        length-sorted, left-padded batches of `batch_size`. Either way the result equals
+        `next_token_logprobs` on the whole prompts."""
         ids = [self._single_token(text) for text in candidates]
         was_training = self.model.training
         self.model.eval()
-        out = []
-        for group in groups:
-            rows = [self.tokenizer(p, add_special_tokens=False)["input_ids"] for p in group]
-            out.append(self._group_logprobs(rows, ids) if rows else [])
+        rows = [[self.tokenizer(p, add_special_tokens=False)["input_ids"] for p in group] for group in groups]
+        out: list[list[list[float]]] = [[] for _ in groups]
+        loose = []  # (group, prompt) of prompts without a long shared prefix
+        for g, group in enumerate(rows):
+            if len(group) > 1 and _common_prefix_length(group) >= SHARED_PREFIX:
+                out[g] = self._group_logprobs(group, ids)
+            else:
+                out[g] = [[] for _ in group]
+                loose += [(g, i) for i in range(len(group))]
+        loose.sort(key=lambda gi: len(rows[gi[0]][gi[1]]))
+        for start in range(0, len(loose), batch_size):
+            chunk = loose[start : start + batch_size]
+            logits = self._last_logits([rows[g][i] for g, i in chunk], 1)[:, -1].log_softmax(-1)  # (B, V)
+            for (g, i), values in zip(chunk, logits[:, ids].tolist()):
+                out[g][i] = values
         self.model.train(was_training)
         return out
 
