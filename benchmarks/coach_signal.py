@@ -110,6 +110,8 @@ def local_logprob_fn(model_name: str):
 
     path = resolve_model(model_name)
     tokenizer = AutoTokenizer.from_pretrained(path)
+    # as the run's coach worker does (bf16 autocast where the CPU has it: fp32 ordered these actions no
+    # better, at twice the time)
     engine = HFEngine(AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32), tokenizer)
 
     def render(chat, prefix=""):
@@ -168,9 +170,17 @@ def separation(scored: dict[str, list], methods: list[str], runs: list[str], sec
                         "spearman": spearman(values, truth),
                         "mean_score": sum(values) / len(values),
                         "seconds_per_action": seconds[method] / len(rubric),
+                        "per_question": per_question(scored[method], index, truth),
                     }
                 )
     return rows
+
+
+def per_question(scores: list, index: list[int], truth: list[float]) -> dict[str, float | None]:
+    """The pairwise AUC of each criteria question's P(Yes) alone (criteria scoring only)."""
+    asked = [scores[i].criteria or {} for i in index]
+    questions = sorted({q for answers in asked for q in answers})
+    return {q: pairwise_auc([answers.get(q, 0.0) for answers in asked], truth) for q in questions}
 
 
 def print_rows(rows: list[dict]) -> None:
@@ -183,6 +193,8 @@ def print_rows(rows: list[dict]) -> None:
             f"{r['run']:<19} {r['agent']:<9} {r['method']:<9} {r['actions']:>7}  {cells[0]:>11}"
             f"  {cells[1]:>15}  {cells[2]:>8}  {r['seconds_per_action']:5.2f}"
         )
+        for question, value in r["per_question"].items() if r["run"] == "all" else ():
+            print(f"{'':<30} {'-' if value is None else f'{value:.2f}':>5}  {question}")
 
 
 def main() -> int:

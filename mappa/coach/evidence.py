@@ -13,13 +13,13 @@ action (the template's context):
     program    PROGRAM OUTPUT: what the latest program up to this action printed (the action's own, or
                the upstream one it was shown): stdout's tail, and the error's tail when it failed;
                "(no program)" where none ran yet
-    final      THE TEAM'S FINAL ANSWER: the trajectory's final answer, as the env extracted it
+    final      The team's final answer: the trajectory's final answer as the env extracted it, one line
 
 In a question, `${answer}` is the reference answer (with ground truth only) and `${final}` the team's
 final answer.
 
 Measured on 384 MathChat actions of the base team with Qwen2.5-Coder-0.5B (pairwise AUC against the
-rubric, `benchmarks/coach_signal.py`): a question about a short piece is both sharper and about 10x
+rubric, `benchmarks/coach_signal.py`; mathchat-facts: executor 0.89, solver 0.79, verifier 0.97): a question about a short piece is both sharper and about 10x
 cheaper than the same question after the whole action (the executor's "printed ${answer}?" 0.86 alone
 against 0.51 in context; 0.2 s per question against 2.6 s per action), because a 0.5B model compares two
 numbers well and reads a page of code and prose poorly. (Its P(Yes) stays in a narrow band, 0.13-0.5:
@@ -34,7 +34,7 @@ import re
 
 from mappa.core.types import Action, Trajectory
 
-LABELS = {"response": "TEXT", "program": "PROGRAM OUTPUT", "final": "THE TEAM'S FINAL ANSWER"}
+LABELS = {"response": "TEXT", "program": "PROGRAM OUTPUT", "final": "The team's final answer"}
 _TAG = re.compile(r"^\[(\w+)\]\s*(.+)$", re.DOTALL)
 _THINK = re.compile(r"<think>.*?(?:</think>|\Z)", re.DOTALL | re.IGNORECASE)
 
@@ -57,8 +57,8 @@ def evidence_text(tag: str, action: Action, trajectory: Trajectory, limit: int =
         text = _THINK.sub("", action.response).strip() or "(empty)"
     elif tag == "program":
         text = program_output(latest_program(action, trajectory), limit)
-    else:
-        text = trajectory.final_answer if trajectory.final_answer else "(none)"
+    else:  # one short line, as a small model reads a fact best
+        return f"{LABELS[tag]}: {trajectory.final_answer if trajectory.final_answer else '(none)'}"
     return f"{LABELS[tag]}:\n{text[-limit:]}"
 
 

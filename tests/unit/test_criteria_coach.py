@@ -105,7 +105,7 @@ def test_a_tagged_question_is_asked_about_its_piece_of_the_action_alone(trajecto
     assert failed.startswith("PROGRAM OUTPUT:\n(nothing printed)\nERROR: SyntaxError\n\nQUESTION: Did the")
     assert "print the number 4?" in failed
     final = question_chat(verifier, "[final] Is the final answer ${answer}?")[1]["content"]
-    assert final.startswith("THE TEAM'S FINAL ANSWER:\n4\n\nQUESTION: Is the final answer 4?")
+    assert final.startswith("The team's final answer: 4\n\nQUESTION: Is the final answer 4?")
     assert question_chat(solver, "[program] Ran?")[1]["content"].startswith("PROGRAM OUTPUT:\n(no program)")
     with pytest.raises(ValueError, match=r"unknown evidence \[stdout\]; use one of \[final\], \[program\]"):
         question_chat(solver, "[stdout] Printed?")
