@@ -241,6 +241,8 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 
             plot_coach_comparison(rows, args.plot, title=f"run {run.run_id}: coaches")
             console.print(f"coach comparison: {os.path.abspath(args.plot)}", markup=False)
+    elif args.evaluations:
+        print_evaluations(run)
     elif args.plot:
         print_plot(run, args.plot)
     elif args.trajectory:
@@ -261,6 +263,32 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     else:
         console.print(_frame_table(f"run {run.run_id}", pd.DataFrame(inspect.iteration_rows(run))))
     return 0
+
+
+def print_evaluations(run) -> None:
+    """Every evaluation of the run side by side (base first), and what changed from the first to the last:
+    held-out success and, per seat, the share of problems where it did its part."""
+    import pandas as pd
+
+    from mappa.stages.evaluate import evaluation_summaries
+
+    rows = evaluation_summaries(run)
+    if not rows:
+        console.print(f"run {run.run_id} has no evaluation yet: `mappa evaluate {run.run_id} --iteration -1`")
+        return
+    console.print(_frame_table(f"run {run.run_id}: held-out evaluations", pd.DataFrame(rows)))
+    if len(rows) > 1:
+        first, last = rows[0], rows[-1]
+        seats = [key for key in first if key.endswith(" did its part") and key in last]
+        changes = [
+            f"{seat.removesuffix(' did its part')} {first[seat]:.0%} -> {last[seat]:.0%}" for seat in seats
+        ]
+        console.print(
+            f"held-out success {first['evaluation']} -> {last['evaluation']}: {first['success']:.1%} -> "
+            f"{last['success']:.1%} ({100 * (last['success'] - first['success']):+.1f} points)"
+            + (f"; per seat, problems where it did its part: {', '.join(changes)}" if changes else ""),
+            highlight=False,
+        )
 
 
 def print_plot(run, path: str) -> None:
@@ -494,6 +522,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--iteration", type=int, help="per-agent stats and the lowest/highest scored actions"
     )
     inspect.add_argument("--trajectory", help="one trajectory, action by action, with scores and tool output")
+    inspect.add_argument(
+        "--evaluations",
+        action="store_true",
+        help="every held-out evaluation side by side, and the change per seat from the first to the last",
+    )
     inspect.add_argument(
         "--plot", metavar="FILE", help="write score, KL, loss and success-rate curves as a PNG to FILE"
     )

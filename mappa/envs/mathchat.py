@@ -13,6 +13,7 @@ each agent's engine sees one large batch at a time. Ground truth never enters an
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from mappa.agents.agent import Agent, Reply
@@ -135,6 +136,27 @@ def _succeeded(result: ToolResult | None) -> bool:
     return result is not None and result.ok and bool(result.stdout.strip())
 
 
+_NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:/\d+)?")
+
+
+def seat_checks(trajectory: Trajectory) -> dict[str, bool]:
+    """Per seat, whether it did its part: the solver's text states the reference answer, the executor's
+    last program ran and printed it, the verifier's final answer is right (the team's success)."""
+    answer = trajectory.problem.answer
+    programs = [a for a in trajectory.actions if a.agent == "executor" and a.tool_call is not None]
+    last = programs[-1].tool_result if programs else None
+    return {
+        "solver": any(a.agent == "solver" and _states(a.response, answer) for a in trajectory.actions),
+        "executor": _succeeded(last) and _states(last.stdout, answer),
+        "verifier": bool(trajectory.correct),
+    }
+
+
+def _states(text: str, answer: str) -> bool:
+    """Whether some number in `text` is `answer` (graded as the final answer is)."""
+    return any(grade_answer(number, answer) for number in set(_NUMBER.findall(text.replace(",", ""))))
+
+
 def _load_problems(source: str) -> list[Problem]:
     """`builtin:<split>`, `builtin:<split>-level<N>`, or a JSON/JSONL/Parquet file (path or fsspec URL)."""
     if source.startswith("builtin:"):
@@ -151,4 +173,6 @@ async def _run(problems, agents, limits, env) -> list[Trajectory]:
 # The executor's turn ends with its program's closing fence: what a small model writes after it is noise
 # that the verifier would read and the trainer would train on (an opening fence is followed by `python`).
 STOPS = {"executor": ("\n```\n",)}
-SPEC = EnvSpec("mathchat", SEATS, ROLES, TASK, _run, _load_problems, answer_reference, STOPS)
+SPEC = EnvSpec(
+    "mathchat", SEATS, ROLES, TASK, _run, _load_problems, answer_reference, STOPS, seat_checks=seat_checks
+)

@@ -29,6 +29,10 @@ class EnvSpec:
     coach_reference: ReferenceFn
     stops: dict[str, tuple[str, ...]] = field(default_factory=dict)
     """Per seat, strings that end its generation (kept in the output), e.g. a code block's closing fence."""
+    seat_checks: Callable[[Trajectory], dict[str, bool]] | None = None
+    """Per seat, whether it did its part in a graded trajectory (MathChat: the solver states the reference
+    answer, the last program printed it, the final answer is right): an evaluation counts them per seat,
+    so a change in held-out success can be traced to the agents whose part changed."""
 
 
 def answer_reference(trajectory: Trajectory, action: Action) -> str | None:

@@ -29,7 +29,7 @@ from mappa.core.types import Problem, Trajectory
 from mappa.envs.grading import extract_boxed, extract_flexible, grade_answer
 from mappa.envs.outcome_summary import summarize_by_kind
 from mappa.envs.overlap import find_overlap
-from mappa.envs.registry import load_env_problems
+from mappa.envs.registry import get_env_spec, load_env_problems
 from mappa.inference.engine import SamplingParams
 from mappa.stages.progress import StageProgress
 from mappa.stages.rollout import roll_out
@@ -90,6 +90,31 @@ def evaluation_complete(run: Run, iteration: int) -> bool:
     return stage_complete(run, iteration, STAGE_NAME)
 
 
+def evaluation_summaries(run: Run) -> list[dict[str, Any]]:
+    """Every finished evaluation of the run, base first: its label, problems, success rate (strict and
+    flexible) and each seat's share of problems where it did its part (`by_seat`)."""
+    names = run.store.list(run.run_id)
+    iterations = [BASE] * ("base" in names) + sorted(
+        int(name[5:]) for name in names if name.startswith("iter-") and name[5:].isdigit()
+    )
+    rows = []
+    for iteration in iterations:
+        if not run.has_manifest(iteration, STAGE_NAME):
+            continue
+        manifest = run.read_manifest(iteration, STAGE_NAME)
+        by_seat = manifest.get("by_seat") or {}
+        rows.append(
+            {
+                "evaluation": manifest["label"],
+                "problems": manifest["problems"],
+                "success": manifest["success_rate"],
+                "success_flexible": manifest.get("success_rate_flexible"),
+                **{f"{seat} did its part": by_seat[seat] for seat in run.config.agents if seat in by_seat},
+            }
+        )
+    return rows
+
+
 def evaluation_rows(run: Run, iteration: int) -> list[dict[str, Any]]:
     """The results of a finished evaluation, one dict per problem."""
     return run.store.read_parquet(*output_parts(run, iteration, STAGE_NAME)).to_dict("records")
@@ -112,12 +137,12 @@ def held_out_problems(run: Run) -> tuple[list[Problem], int]:
     return problems[: run.config.rollout.eval_problems], dropped
 
 
-def results_frame(trajectories: list[Trajectory]) -> pd.DataFrame:
+def results_frame(trajectories: list[Trajectory], seat_checks=None) -> pd.DataFrame:
     """One row per problem. `correct` is the env's grading; `correct_boxed` the strict one (the last
     action's `\\boxed{}` answer); `correct_flexible` the lenient one (`extract_flexible`: the boxed answer,
-    else the reply's last number). `seconds`: the
-    trajectory's generation plus sandbox time (problems run batched, so none has a wall-clock time of its
-    own)."""
+    else the reply's last number); `seat_<agent>` whether each seat did its part (the env's
+    `seat_checks`). `seconds`: the trajectory's generation plus sandbox time (problems run batched, so
+    none has a wall-clock time of its own)."""
     rows = []
     for t in trajectories:
         stated = None if "kind" in t.outcome or not t.actions else t.actions[-1].response  # DSBench: files
@@ -142,6 +167,7 @@ def results_frame(trajectories: list[Trajectory]) -> pd.DataFrame:
                 "actions": len(t.actions),
                 "seconds": float(seconds),
                 **_graded_figures(t),
+                **{f"seat_{seat}": done for seat, done in (seat_checks(t) if seat_checks else {}).items()},
             }
         )
     return pd.DataFrame(rows)
@@ -180,7 +206,7 @@ def evaluate_iteration(run: Run, iteration: int) -> dict[str, Any]:
     weights = "the base weights" if iteration == BASE else f"the checkpoint of iteration {iteration}"
     trajectories = roll_out(run, pairs, iteration + 1, params, progress, "weights", f"evaluating {weights}")
     generated = time.perf_counter() - started
-    results = results_frame(trajectories)
+    results = results_frame(trajectories, get_env_spec(config.env.type).seat_checks)
     frame = trajectories_to_frame(trajectories, iteration)
     run.store.write_parquet(frame, *evaluation_parts(run, iteration, TRAJECTORIES))
     run.store.write_parquet(results, *output_parts(run, iteration, STAGE_NAME))
@@ -215,6 +241,7 @@ def write_evaluation_manifest(
         success_rate_boxed=_mean(results, "correct_boxed"),
         success_rate_flexible=_mean(results, "correct_flexible"),
         by_kind=by_kind,
+        by_seat={c.removeprefix("seat_"): float(results[c].mean()) for c in results if c.startswith("seat_")},
     )
 
 

@@ -54,3 +54,29 @@ def test_an_unfinished_iteration_is_refused_before_any_work(fresh_run, tmp_path,
 def test_a_missing_run_is_named(tmp_path, capsys):
     assert main(["evaluate", "nope", "--root", str(tmp_path)]) == 2
     assert "no run nope" in capsys.readouterr().out
+
+
+def test_each_seat_is_checked_for_its_part_and_summed_over_evaluations(trajectory, tmp_path, capsys):
+    """MathChat's seat checks (the solver states the reference, the last program printed it, the final
+    answer is right) become `seat_*` columns, the manifest's `by_seat` and `mappa inspect --evaluations`."""
+    from mappa.envs.mathchat import seat_checks
+    from mappa.stages.evaluate import write_evaluation_manifest
+
+    assert seat_checks(trajectory) == {
+        "solver": True,
+        "executor": False,
+        "verifier": True,
+    }  # its program crashed
+    frame = results_frame([trajectory], seat_checks)
+    assert frame[["seat_solver", "seat_executor", "seat_verifier"]].values.tolist() == [[True, False, True]]
+    config = load_config("configs/mathchat-cpu-learn.yaml", [f"storage.root={tmp_path}"])
+    run = Run.create(config, "seats")
+    for iteration, results in ((-1, frame), (2, frame.assign(seat_executor=True))):
+        run.store.write_parquet(results, *run.parts(iteration, "evaluate", "results.parquet"))
+        assert (
+            write_evaluation_manifest(run, iteration, results, {"total_s": 1.0})["by_seat"]["solver"] == 1.0
+        )
+    assert main(["inspect", "seats", "--root", str(tmp_path), "--evaluations"]) == 0
+    printed = capsys.readouterr().out
+    assert "held-out success base -> iter-0002: 100.0% -> 100.0% (+0.0 points)" in printed
+    assert "solver 100% -> 100%, executor 0% -> 100%, verifier 100% -> 100%" in printed
