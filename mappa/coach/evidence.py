@@ -19,11 +19,12 @@ In a question, `${answer}` is the reference answer (with ground truth only) and 
 final answer.
 
 Measured on 384 MathChat actions of the base team with Qwen2.5-Coder-0.5B (pairwise AUC against the
-rubric, `benchmarks/coach_signal.py`; mathchat-facts: executor 0.89, solver 0.79, verifier 0.97): a question about a short piece is both sharper and about 10x
-cheaper than the same question after the whole action (the executor's "printed ${answer}?" 0.86 alone
-against 0.51 in context; 0.2 s per question against 2.6 s per action), because a 0.5B model compares two
-numbers well and reads a page of code and prose poorly. (Its P(Yes) stays in a narrow band, 0.13-0.5:
-it orders actions well, and advantages are whitened per agent, so the band's width does not matter.)
+rubric, `benchmarks/coach_signal.py`; mathchat-facts: executor 0.89, solver 0.79, verifier 0.97): a
+question about a short piece is both sharper and about 10x cheaper than the same question after the
+whole action (the executor's "printed ${answer}?" 0.86 alone against 0.51 in context; 0.2 s per question
+against 2.6 s per action), because a 0.5B model compares two numbers well and reads a page of code and
+prose poorly. (Its P(Yes) stays in a narrow band, 0.13-0.5: it orders actions well, and advantages are
+whitened per agent, so the band's width does not matter.)
 
 Not covered: evidence an env defines for itself (the three pieces are what every env's actions have).
 """
