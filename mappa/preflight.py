@@ -39,6 +39,8 @@ def check_before_run(config: RunConfig, run_id: str | None, say: Callable[[str],
         check_coach_endpoint(config.coach)
     for name, agent in config.agents.items():
         say(f"agent {name}: model {resolve_model(agent.model)}")
+    if config.coach.type == "local":  # a model that is not prepared is named with the command, here
+        say(f"coach: model {resolve_model(config.coach.model)}")
     check_resources(config, written_bytes=store.size(run_id, "checkpoints") if run_id else 0.0)
 
 

@@ -147,17 +147,20 @@ def disk_need(config: RunConfig, sizes: list[AgentSize]) -> Need:
 
 
 def memory_need(config: RunConfig, sizes: list[AgentSize]) -> Need:
-    """Peak bytes of the run's processes on one machine: each agent's worker (weights, and for a trainable
-    one its reference copy, gradients, AdamW moments and a micro-batch's activations), the engines, a local
-    coach and the driver with Ray and Prefect."""
+    """Peak bytes of the run's processes on one machine. Between stages each agent's worker holds its
+    weights and, if it trains, its AdamW moments; one agent at a time adds a stage's working memory (its
+    reference copy for the reference pass, or its gradients and a micro-batch's activations in the
+    update), and a local coach's model lives through the score stage only (`mappa.stages.score`), so the
+    peak adds the larger of the two to the engines and the driver with Ray and Prefect."""
     parts, total = [], DRIVER_BYTES
     seq = 4 * config.rollout.max_new_tokens
+    working = 0.0
     for size in sizes:
-        agent = RUNTIME_BYTES + 4 * size.parameters
+        agent = RUNTIME_BYTES + 4 * size.parameters + 8 * size.trained
         if size.trained:
-            reference = 0 if size.lora else 4 * size.parameters
             activations = 3 * config.trainer.micro_batch_size * seq * 4 * size.vocabulary  # logits dominate
-            agent += reference + 12 * size.trained + activations
+            reference = 0 if size.lora else 4 * size.parameters
+            working = max(working, max(reference, 4 * size.trained) + activations)
         total += agent
         parts.append(f"{size.name} {agent / GB:.1f} GB")
     engine = config.engine
@@ -166,13 +169,14 @@ def memory_need(config: RunConfig, sizes: list[AgentSize]) -> Need:
         each = VLLM_CPU_BYTES + engine.cpu_kv_cache_gb * GB + 2 * max(s.parameters for s in sizes)
         total += engines * each
         parts.append(f"{engines} vLLM engine(s) {engines * each / GB:.1f} GB")
+    coach = 0.0
     if config.coach.type == "local":
         from mappa.inference.prepare import resolve_model
 
         shapes = model_shapes(resolve_model(config.coach.model))
-        coach = parameter_count(shapes) if shapes else 0
-        total += RUNTIME_BYTES + 4 * coach
-        parts.append(f"local coach {(RUNTIME_BYTES + 4 * coach) / GB:.1f} GB")
+        coach = RUNTIME_BYTES + 4 * (parameter_count(shapes) if shapes else 0)
+    total += max(working, coach)
+    parts.append(f"one agent's update {working / GB:.1f} GB or the local coach {coach / GB:.1f} GB")
     parts.append(f"driver, Ray and Prefect {DRIVER_BYTES / GB:.1f} GB")
     return Need(total, tuple(parts))
 

@@ -90,6 +90,15 @@ def moto_s3(monkeypatch) -> Iterator[MotoS3]:
     server.wait(timeout=30)
 
 
+@pytest.fixture(autouse=True)
+def _plenty_of_memory(monkeypatch):
+    """The resource pre-flight reads the machine's available memory, which a busy test machine lacks at
+    times: tests of something else see plenty (tests/unit/test_preflight.py sets its own readings)."""
+    from mappa import resources
+
+    monkeypatch.setattr(resources, "available_memory_bytes", lambda: 1e12)
+
+
 def pytest_collection_modifyitems(config, items):
     """Tests marked `gpu` run only where CUDA is available."""
     import torch

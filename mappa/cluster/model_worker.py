@@ -179,7 +179,9 @@ class ModelWorker:
         return self.trainer.logprobs(prompts, responses, which)
 
     def release_memory(self) -> None:
-        """Hand freed memory back to the OS at the end of a stage's work on this worker."""
+        """Let go of the reference model and hand freed memory back to the OS at the end of a stage's
+        work on this worker."""
+        self.trainer.release_reference()
         release_freed_memory()
 
     def train(self, samples: list[dict[str, Any]], seed: int) -> dict[str, float]:

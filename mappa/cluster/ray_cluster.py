@@ -168,6 +168,15 @@ def coach_worker(run: Run, model: str | None = None, name: str = COACH) -> Worke
     return worker
 
 
+def release_worker(run_id: str, name: str) -> None:
+    """Kill one of a run's named single-actor workers (a local coach between score stages), if it lives."""
+    if not ray.is_initialized():
+        return
+    actor = _named(f"mappa-{run_id}-{name}")
+    if actor is not None:
+        ray.kill(actor)
+
+
 def release_workers(run_id: str, names: list[str]) -> None:
     """Kill a run's named workers (end of a run), rank groups and their placement groups included."""
     if not ray.is_initialized():

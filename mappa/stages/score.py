@@ -25,7 +25,7 @@ from collections import Counter
 from dataclasses import replace
 from typing import Any
 
-from mappa.cluster.ray_cluster import COACH, coach_worker
+from mappa.cluster.ray_cluster import COACH, coach_worker, release_worker
 from mappa.coach.base import Coach
 from mappa.coach.bias import agreement_by_agent, coach_bias_report
 from mappa.coach.build import build_coach, cache_settings
@@ -71,8 +71,12 @@ def local_coach_fns(run: Run, coach: CoachConfig, worker_name: str = COACH):
 
 def score_iteration(run: Run, iteration: int) -> dict[str, Any]:
     """Score every action of iteration `iteration` with the run's coach; write scores.parquet and the
-    manifest."""
-    return score_actions(run, iteration, "score", run.config.coach)
+    manifest. A local coach's model is let go afterwards: it would sit idle, holding gigabytes, through
+    the advantages, the update and the next rollout (the next score stage loads it again, in seconds)."""
+    manifest = score_actions(run, iteration, "score", run.config.coach)
+    if run.config.coach.type == "local":
+        release_worker(run.run_id, COACH)
+    return manifest
 
 
 def score_actions(

@@ -131,9 +131,10 @@ class DeepSpeedTrainer(TorchTrainer):
             config=deepspeed_config(trainer, self.bf16),
         )
         self.policy = self.engine.module
-        if self.reference is not None:  # a LoRA agent has none: its base model is the reference
-            dtype = torch.bfloat16 if self.bf16 else torch.float32
-            self.reference.to(device=self.engine.device, dtype=dtype)
+
+    def _place_reference(self, model):
+        """The reference on the engine's device, in its dtype (a LoRA agent has none: its base model is)."""
+        return model.to(device=self.engine.device, dtype=torch.bfloat16 if self.bf16 else torch.float32)
 
     # ---------------------------------------------------------------- the step's DeepSpeed parts
 

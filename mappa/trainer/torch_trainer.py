@@ -2,9 +2,11 @@
 
 Master weights are fp32; the policy forward/backward runs under bf16 autocast on CPU when configured; old
 and reference logprobs are recomputed in fp32 without autocast (an engine's sampling logprobs are never
-trusted for the ratio). One optimizer step per `train_batch_size` actions (default: all of the agent's
-actions in the iteration), gradients accumulated over micro-batches and weighted by their token share, so
-the loss is the token-mean of `mappa.core.losses.compute_policy_loss` over the whole step.
+trusted for the ratio). The frozen reference is read from the model's folder for those passes only, and
+the gradients are let go after each update: between stages a worker holds one copy of the model and its
+optimizer state. One optimizer step per `train_batch_size` actions (default: all of the agent's actions
+in the iteration), gradients accumulated over micro-batches and weighted by their token share, so the
+loss is the token-mean of `mappa.core.losses.compute_policy_loss` over the whole step.
 
 The step is written once for both backends: `DeepSpeedTrainer` (`mappa.trainer.deepspeed_trainer`)
 subclasses this class and replaces only how gradients are made, applied and summed over ranks
@@ -21,7 +23,6 @@ Not covered: learning-rate schedules beyond linear warmup.
 from __future__ import annotations
 
 import contextlib
-import copy
 import random
 import time
 from collections.abc import Sequence
@@ -69,16 +70,15 @@ class TorchTrainer:
         self.pad_token_id = pad_token_id
         self.trainable = trainable
         self.rank, self.world_size = 0, 1  # data-parallel ranks of this agent (DeepSpeed sets them)
+        self.model_path = model_path
         self.policy: PreTrainedModel = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32)
-        self.reference: PreTrainedModel | None = None
+        self.reference: PreTrainedModel | None = None  # read for a reference pass, then let go
         self.optimizer: torch.optim.Optimizer | None = None
         self.scheduler: torch.optim.lr_scheduler.LRScheduler | None = None
         self.steps = 0
         if trainable:
             if self.lora:  # the reference is the base model with the adapter off: no copy
                 self.policy = attach_lora(self.policy, self.lora)
-            else:
-                self.reference = copy.deepcopy(self.policy).eval().requires_grad_(False)
             self.optimizer = torch.optim.AdamW(
                 [p for p in self.policy.parameters() if p.requires_grad],
                 lr=trainer.lr,
@@ -103,9 +103,25 @@ class TorchTrainer:
             return self.policy, contextlib.nullcontext()
         if self.lora:
             return self.policy, adapter_off(self.policy)
-        if self.reference is None:
+        if not self.trainable:
             raise ValueError(f"no {which} model: this agent is not trainable")
-        return self.reference, contextlib.nullcontext()
+        return self.reference_model(), contextlib.nullcontext()
+
+    def reference_model(self) -> PreTrainedModel:
+        """The frozen reference: the initial weights, read again from the model's folder for the reference
+        passes of a stage and let go afterwards (`release_reference`), so a worker does not hold a second
+        copy of the model through the rollout and the update."""
+        if self.reference is None:
+            model = AutoModelForCausalLM.from_pretrained(self.model_path, dtype=torch.float32)
+            self.reference = self._place_reference(model.eval().requires_grad_(False))
+        return self.reference
+
+    def _place_reference(self, model: PreTrainedModel) -> PreTrainedModel:
+        """Where the reference runs (a sharded backend moves it to its device and dtype)."""
+        return model
+
+    def release_reference(self) -> None:
+        self.reference = None
 
     def train(self, samples: Sequence[TrainSample], seed: int = 0) -> dict[str, float]:
         """REINFORCE++ update over `samples` for `epochs` epochs; returns averaged metrics."""
@@ -136,6 +152,7 @@ class TorchTrainer:
                 tokens += int(metrics["tokens"])
                 steps += 1
         elapsed = time.perf_counter() - started
+        self.optimizer.zero_grad(set_to_none=True)  # the gradients' memory, until the next update
         self.steps += steps
         result = {key: value / steps for key, value in totals.items()}
         result.update(tokens=tokens, tokens_per_s=tokens / max(elapsed, 1e-9), steps=steps, seconds=elapsed)

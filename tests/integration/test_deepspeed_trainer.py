@@ -116,6 +116,7 @@ def deepspeed_run(root: Path, tiny_model: Path, iterations: int, ranks: int):
         trainer=trainer,
         engine={"bf16_autocast": False},
         cluster={"trainer_ranks": ranks},
+        checkpoint={"keep_last": 2},  # the two-rank run is compared with the one-rank run's iteration 0
     )
     summary = train(config_path=str(path), run_id=f"ds-{ranks}")
     return Run.open(str(root), f"ds-{ranks}"), summary

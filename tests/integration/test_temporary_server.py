@@ -24,6 +24,7 @@ with get_client(sync_client=True) as client:
 def test_the_temporary_server_is_out_of_the_terminals_process_group(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
     env.update(PREFECT_HOME=str(tmp_path), PREFECT_SERVER_ANALYTICS_ENABLED="false")
+    env["PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS"] = "120"  # as mappa's CLI sets it (a busy CI)
     done = subprocess.run(
         [sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True, timeout=180
     )

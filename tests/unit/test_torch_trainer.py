@@ -21,8 +21,11 @@ def test_update_changes_weights_and_reports_metrics(tiny_model):
     assert metrics["tokens"] == 6 and metrics["steps"] == 1
     assert metrics["grad_norm"] > 0
     assert any(not torch.equal(before[k], v) for k, v in trainer.policy.state_dict().items())
-    ref = trainer.reference.state_dict()
+    assert trainer.reference is None and all(p.grad is None for p in trainer.policy.parameters())  # let go
+    ref = trainer.reference_model().state_dict()
     assert all(torch.equal(before[k], ref[k]) for k in before), "the reference must stay frozen"
+    trainer.release_reference()
+    assert trainer.reference is None
 
 
 def test_micro_batching_does_not_change_the_gradient(tiny_model):
@@ -35,9 +38,10 @@ def test_micro_batching_does_not_change_the_gradient(tiny_model):
             2,
         )
         samples = make_samples(trainer)
-        trainer.optimizer.step = lambda: None  # keep the weights; compare the accumulated gradient
+        weight = trainer.policy.model.embed_tokens.weight
+        # keep the weights; compare the gradient accumulated when the step is taken (then it is let go)
+        trainer.optimizer.step = lambda weight=weight: grads.append(weight.grad.clone())
         trainer.train(samples)
-        grads.append(trainer.policy.model.embed_tokens.weight.grad.clone())
     assert torch.allclose(grads[0], grads[1], atol=1e-6)
 
 
