@@ -28,6 +28,9 @@ RESULT_COLUMNS = [
     "trajectory_id",
     "actions",
     "seconds",
+    "seat_solver",  # MathChat's seat checks (EnvSpec.seat_checks)
+    "seat_executor",
+    "seat_verifier",
 ]
 
 
