@@ -1,10 +1,19 @@
 #!/usr/bin/env bash
-# The test command: set up .venv, then run the whole suite (unit + integration; gpu tests skip without a GPU).
+# The test command: set up .venv, then run the whole suite (unit + integration; gpu tests skip without a GPU)
+# on two pytest-xdist workers.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
 set +e
-.venv/bin/python -m pytest "$@"
+# Two workers, each taking whole test files (session fixtures such as the finished run are built once per
+# worker): most integration tests wait on child processes, servers and Ray start-ups, so two of them share
+# two cores well (the suite's wall time: README). MAPPA_TEST_WORKERS=0 runs it in this process.
+workers=${MAPPA_TEST_WORKERS:-2}
+if [ "$workers" -gt 0 ]; then
+  .venv/bin/python -m pytest -n "$workers" --dist loadfile "$@"
+else
+  .venv/bin/python -m pytest "$@"
+fi
 status=$?
 set -e
 if [ "$status" -eq 5 ]; then

@@ -99,10 +99,25 @@ def _plenty_of_memory(monkeypatch):
     monkeypatch.setattr(resources, "available_memory_bytes", lambda: 1e12)
 
 
+# The longest test files (seconds on a 2-core machine), collected first so that the two pytest-xdist
+# workers of scripts/test.sh start them early and end together (longest first); the rest keep their order.
+LONGEST_FILES = (
+    "test_fault_injection.py",  # ~280 s
+    "test_deepspeed_trainer.py",  # ~150 s
+    "test_checkpoint_retention.py",  # ~135 s
+    "test_vllm_engine.py",  # ~130 s
+    "test_ray_cluster.py",  # ~120 s
+    "test_prefect_server.py",  # ~100 s
+    "test_vllm_coach_server.py",  # ~95 s
+)
+
+
 def pytest_collection_modifyitems(config, items):
-    """Tests marked `gpu` run only where CUDA is available."""
+    """The longest files first; tests marked `gpu` run only where CUDA is available."""
     import torch
 
+    rank = {name: i for i, name in enumerate(LONGEST_FILES)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: files keep their order
     if torch.cuda.is_available():
         return
     skip = pytest.mark.skip(reason="needs a CUDA GPU")

@@ -4,7 +4,7 @@ The artifact root is `s3://mappa/runs` on a real S3 endpoint (moto's server on l
 in a child process (its own Ray, the session's Prefect server, a scripted OpenAI-compatible coach on
 loopback). The S3 credentials and the coach's API key reach the children through their environment only
 (random values per test): the config names neither. The run's whole process tree is killed inside the
-score stage; each `mappa resume` is then killed inside the next stage (update, rollout), stopped by Ctrl-C
+score stage; the first `mappa resume` is then killed inside the update stage, the next stopped by Ctrl-C
 inside the advantages stage (exit code 130, one line, no traceback), killed between the last update
 (a new checkpoint written) and the checkpoint retention that deletes the old one, and a last resume
 finishes the run.
@@ -58,8 +58,9 @@ COACH_KEY_ENV = "MAPPA_TEST_COACH_KEY"
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 KILLS = (  # (stage, iteration, event that must have happened inside the stage before the kill), in run order
     ("score", 0, None),  # killed by the coach server itself, at its third request
-    ("update", 0, "agent-finished"),  # one agent trained and checkpointed, the others not
-    ("rollout", 1, None),  # fresh workers must roll out with iteration 0's checkpoints
+    # one agent trained and checkpointed, the others not: the resume's fresh workers load that agent's
+    # iteration-0 checkpoint, train the others and roll out iteration 1 with all of them
+    ("update", 0, "agent-finished"),
     ("advantages", 1, None),  # stopped by Ctrl-C (SIGINT to the process group), not SIGKILL
     ("update", 1, "finished"),  # the new state written, the old one (iteration 0's) not yet deleted
 )
