@@ -101,7 +101,10 @@ class CriteriaCoach:
     def _verdict(self, request: CoachRequest, answered: list[tuple[str, float]]) -> ActionScore:
         if answered:
             value = 10 * sum(p for _, p in answered) / len(answered)
-            rationale = "; ".join(f"P(yes)={p:.2f}: {question}" for question, p in answered)
+            # the questions as the coach read them ("Did the program print the number 14?"); the
+            # criteria keep the template's wording, one key per question across actions
+            asked = (_filled(request, split_tag(question)[1]) for question, _ in answered)
+            rationale = "; ".join(f"P(yes)={p:.2f}: {q}" for q, (_, p) in zip(asked, answered))
             status = "ok"
         else:
             value, status = NEUTRAL_SCORE, "fallback"

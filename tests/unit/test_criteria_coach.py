@@ -112,3 +112,18 @@ def test_a_tagged_question_is_asked_about_its_piece_of_the_action_alone(trajecto
     blind = build_requests(trajectory, "What is 2+2?", ROLES, "mathchat", use_ground_truth=False)[0]
     with pytest.raises(ValueError, match="carries no ground truth: set coach.use_ground_truth=true"):
         question_chat(blind, "[response] Does it contain ${answer}?")
+
+
+def test_the_rationale_shows_each_question_as_the_coach_read_it(trajectory):
+    """The rationale has the reference filled in and no evidence tag; the criteria keep the template's
+    wording (one tracker key per question across actions)."""
+    template = load_template("mathchat-facts")
+    solver = build_requests(trajectory, "What is 2+2?", ROLES, template, use_ground_truth=True)[0]
+
+    async def logprob_fn(groups, candidates):
+        return [[[math.log(0.25), math.log(0.75)] for _ in group] for group in groups]
+
+    score = asyncio.run(CriteriaCoach(logprob_fn, "m", template).score([solver]))[0]
+    assert "P(yes)=0.25: Does the text contain the number 4?" in score.rationale
+    assert "${answer}" not in score.rationale and "[response]" not in score.rationale
+    assert "[response] Does the text contain the number ${answer}?" in score.criteria
