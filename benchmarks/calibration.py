@@ -75,8 +75,8 @@ def make_agents(model_name: str, temperature: float, max_new_tokens: int) -> dic
 
 
 def seat_figures(trajectories) -> dict[str, float]:
-    from mappa.coach.rubric import is_placeholder, last_boxed, states_answer
     from mappa.envs.grading import extract_flexible, grade_answer
+    from mappa.envs.mathchat_rubric import is_placeholder, last_boxed, states_answer
 
     rows = []
     for t in trajectories:

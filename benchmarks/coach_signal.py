@@ -133,7 +133,8 @@ def score_all(trajectories, methods: list[str], model: str, template: str) -> tu
     from mappa.envs.mathchat import ROLES
 
     rubric = CoachConfig(type="rubric", use_ground_truth=True)
-    scored = {"rubric": asyncio.run(score_trajectories(build_coach(rubric), trajectories, ROLES, rubric))}
+    rules = build_coach(rubric, env_type="mathchat")
+    scored = {"rubric": asyncio.run(score_trajectories(rules, trajectories, ROLES, rubric))}
     logprob_fn, grouped_fn = local_logprob_fn(model)
     seconds = {}
     for method in methods:

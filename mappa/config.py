@@ -14,11 +14,20 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializeAsAny,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
+from mappa.envs.spec import EnvSection, EnvSpec
 from mappa.inference.precision import resolve_bf16
 
 
@@ -28,53 +37,6 @@ class ConfigError(ValueError):
 
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class _EnvSection(_Section):
-    """What every env's section has besides its own settings."""
-
-    overlap: Literal["drop", "warn", "error"] = "drop"
-    """Held-out problems that repeat training ones (`mappa.envs.overlap`: equal normalised text, or 13 words
-    in a row in common): `drop` them from evaluations, `warn` only, or stop with an `error`."""
-
-
-class MathChatEnvConfig(_EnvSection):
-    """Problem Solver -> Code Executor -> Verifier on math problems (`mappa.envs.mathchat`)."""
-
-    type: Literal["mathchat"] = "mathchat"
-    train_data: str = "builtin:train"
-    """Problems to train on: `builtin:train`, or a JSON/JSONL/Parquet file (local path or fsspec URL) with
-    `problem` and `answer` fields."""
-    eval_data: str = "builtin:eval"
-    """Held-out problems for `mappa evaluate` and the evaluate stage."""
-    max_executor_turns: int = Field(2, ge=1, le=4)
-    answer_format: Literal["boxed", "last_number"] = "boxed"
-    """How the team's final answer is read from the verifier's reply: `boxed` (the paper's: the last
-    `\\boxed{}`), or `last_number` (the boxed answer if any, else the reply's last number: for models too
-    small to write `\\boxed{}`; SmolLM2-135M boxed 0-2 numbers in 64 samples under four prompt wordings).
-    Evaluations report the strict boxed success either way."""
-    """How often the Code Executor may write code (it sees stdout/stderr and may try again)."""
-
-
-class DSBenchEnvConfig(_EnvSection):
-    """Data Engineer -> Modeler -> Analyst on tabular modelling tasks over a shared workspace
-    (`mappa.envs.dsbench`)."""
-
-    type: Literal["dsbench"] = "dsbench"
-    train_data: str = "builtin:train"
-    """Tasks to train on: `builtin:train` (the project's offline tasks built from data shipped with
-    scikit-learn) or `dsbench:<path to DSBench's data_modeling folder>[#name1,name2]`."""
-    eval_data: str = "builtin:eval"
-    """Held-out tasks for `mappa evaluate` and the evaluate stage (no task is in both builtin splits)."""
-    max_turns: int = Field(4, ge=1, le=8)
-    """Programs each agent may run per trajectory (the paper: 4); an agent stops early once its files exist
-    and its last program succeeded."""
-    workspace_root: str | None = None
-    """Local folder for the trajectories' workspaces (default: the system's temporary folder); each
-    workspace is removed once its submission is graded."""
-
-
-EnvConfig = Annotated[MathChatEnvConfig | DSBenchEnvConfig, Field(discriminator="type")]
 
 
 class LoraConfig(_Section):
@@ -450,7 +412,8 @@ class RunConfig(_Section):
     name: str = "run"
     seed: int = 0
     iterations: int = Field(2, ge=1)
-    env: EnvConfig = Field(default_factory=MathChatEnvConfig)
+    env: SerializeAsAny[EnvSection] = Field(default_factory=lambda: _env_spec("mathchat").config())
+    """The env's own section: its model is the env's (`EnvSpec.config`), chosen by `env.type`."""
     agents: dict[str, AgentConfig]
     coach: CoachConfig = Field(default_factory=CoachConfig)
     algo: AlgoConfig = Field(default_factory=AlgoConfig)
@@ -471,18 +434,48 @@ class RunConfig(_Section):
             raise ValueError("at least one agent is needed")
         return agents
 
+    @field_validator("env", mode="before")
+    @classmethod
+    def _env_section(cls, value: Any) -> Any:
+        """Validate `env:` with the section model of the env that `env.type` names (default: mathchat)."""
+        if isinstance(value, EnvSection):
+            return value
+        if not isinstance(value, dict):
+            raise ValueError(f"env must be a section (a mapping with `type:`), not {type(value).__name__}")
+        env_type = value.get("type", "mathchat")
+        return _env_spec(env_type).config.model_validate({**value, "type": env_type})
+
     @model_validator(mode="before")
     @classmethod
     def _coach_template_follows_env(cls, data: Any) -> Any:
-        """A coach template left out of the config is the env's own (`dsbench` runs get `dsbench.txt`)."""
+        """A coach template left out of the config is the env's own (`EnvSpec.coach_template`: `dsbench`
+        runs get `dsbench.txt`); an LLM coach on an env that ships none must name one."""
         if not isinstance(data, dict):
             return data
         env, coach = data.get("env"), data.get("coach")
-        env_type = env.get("type") if isinstance(env, dict) else getattr(env, "type", None)
-        if env_type and env_type != "mathchat" and (coach is None or isinstance(coach, dict)):
-            if "template" not in (coach or {}):
-                data = {**data, "coach": {**(coach or {}), "template": env_type}}
+        env_type = env.get("type", "mathchat") if isinstance(env, dict) else getattr(env, "type", "mathchat")
+        if (coach is None or isinstance(coach, dict)) and "template" not in (coach or {}):
+            try:
+                template = _env_spec(env_type).coach_template
+            except ValueError:
+                return data  # the env's own validator reports it
+            if template is not None:
+                data = {**data, "coach": {**(coach or {}), "template": template}}
+            elif (coach or {}).get("type", "local") in ("local", "openai"):
+                raise ValueError(
+                    f"env `{env_type}` ships no coach template and coach.template is not set: give the LLM "
+                    "coach one (coach.template: path/to/template.txt; see mappa/coach/templates/)"
+                )
         return data
+
+    @model_validator(mode="after")
+    def _rubric_exists(self) -> RunConfig:
+        if self.coach.type == "rubric" and _env_spec(self.env.type).rubric is None:
+            raise ValueError(
+                f"coach.type=rubric, but env `{self.env.type}` has no rubric (its EnvSpec.rubric): use an "
+                "LLM coach (coach.type=local or openai) or the outcome coach (coach.type=outcome)"
+            )
+        return self
 
     @model_validator(mode="after")
     def _placement_names_seats(self) -> RunConfig:
@@ -538,9 +531,7 @@ class RunConfig(_Section):
 
     @model_validator(mode="after")
     def _agents_match_env(self) -> RunConfig:
-        from mappa.envs.registry import env_seats  # the env decides its seats
-
-        seats = env_seats(self.env.type)
+        seats = _env_spec(self.env.type).seats  # the env decides its seats
         if set(self.agents) != set(seats):
             raise ValueError(
                 f"env `{self.env.type}` has seats {list(seats)}, but agents lists {list(self.agents)}; "
@@ -563,6 +554,12 @@ class RunConfig(_Section):
                 (data.get(section, {}) if section else data).pop(name, None)
         blob = json.dumps(data, sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()[:16]
+
+
+def _env_spec(env_type: str) -> EnvSpec:
+    from mappa.envs.registry import get_env_spec  # imported when asked: loading an env loads its module
+
+    return get_env_spec(env_type)
 
 
 def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:

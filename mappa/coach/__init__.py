@@ -3,7 +3,8 @@
 `build_coach(config)` gives a `Coach` (openai, local or rubric); `score_trajectories` renders one request
 per action (`build_requests`, templates in `templates/`), scores them and checks alignment;
 `coach_bias_report` says whether scores track outcomes. Files: prompt (templates, requests), parse (the
-score line), base (ask / re-ask / fallback), openai, local, rubric (backends), build, score, bias.
+score line), base (ask / re-ask / fallback), openai, local, rubric (backends; a rubric's rules are its
+env's), build, score, bias.
 
 Not covered here: caching coach answers and writing score artifacts (the score stage).
 """
@@ -21,11 +22,10 @@ from mappa.coach.prompt import (
     build_requests,
     load_template,
 )
-from mappa.coach.rubric import RULE_SETS, RubricCoach, register_rule_set
+from mappa.coach.rubric import RubricCoach
 from mappa.coach.score import build_all_requests, score_trajectories
 
 __all__ = [
-    "RULE_SETS",
     "Coach",
     "CoachError",
     "CoachRequest",
@@ -42,6 +42,5 @@ __all__ = [
     "coach_bias_report",
     "load_template",
     "parse_score",
-    "register_rule_set",
     "score_trajectories",
 ]

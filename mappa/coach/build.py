@@ -28,13 +28,13 @@ from mappa.config import CoachConfig
 def build_coach(
     config: CoachConfig,
     chat_fn: ChatFn | None = None,
-    env_type: str = "mathchat",
+    env_type: str | None = None,
     logprob_fn: LogprobFn | None = None,
     cache: AnswerCache | None = None,
     grouped_logprob_fn: GroupedLogprobFn | None = None,
 ) -> Coach:
-    """The coach `config.type` names; `env_type` picks the rubric's rule set; LLM coaches answer from `cache`
-    first and store their new answers in it."""
+    """The coach `config.type` names; `env_type` (the run's `env.type`) gives the rubric its rules; LLM
+    coaches answer from `cache` first and store their new answers in it."""
     coach = _build(config, chat_fn, env_type, logprob_fn, grouped_logprob_fn)
     if isinstance(coach, LLMCoach):
         coach.cache = cache
@@ -50,8 +50,8 @@ def check_coach_template(config: CoachConfig) -> None:
     if config.type == "local" and config.scoring == "criteria" and not template.criteria:
         raise ValueError(
             f"coach.scoring=criteria asks the template's yes/no questions, but template `{config.template}` "
-            f"has no <<criteria>> section: add `seat: question` lines (as in "
-            f"mappa/coach/templates/mathchat.txt) or set coach.scoring=expected"
+            f"has no <<criteria>> section: add `seat: question` lines (as the templates in "
+            f"mappa/coach/templates/ do) or set coach.scoring=expected"
         )
 
 
@@ -68,11 +68,13 @@ def cache_settings(config: CoachConfig) -> dict[str, object]:
 def _build(
     config: CoachConfig,
     chat_fn: ChatFn | None,
-    env_type: str,
+    env_type: str | None,
     logprob_fn: LogprobFn | None,
     grouped_logprob_fn: GroupedLogprobFn | None,
 ) -> Coach:
     if config.type == "rubric":
+        if env_type is None:
+            raise ValueError("the rubric coach's rules are its env's: pass build_coach the run's env.type")
         return RubricCoach(config.use_ground_truth, env_type)
     if config.type == "outcome":
         return OutcomeCoach()

@@ -58,7 +58,7 @@ def question_chat(request: CoachRequest, question: str) -> list[dict[str, str]]:
     if not request.context_messages:
         raise ValueError(
             f"request {request.action_id}: coach.scoring=criteria needs a template with a <<criteria>> "
-            f"section (and a <<scoring>> mark); see mappa/coach/templates/mathchat.txt"
+            f"section (and a <<scoring>> mark), as the templates in mappa/coach/templates/ have"
         )
     *head, user = request.context_messages
     return [*head, {**user, "content": user["content"] + QUESTION_FORMAT.format(question=question)}]

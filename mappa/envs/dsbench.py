@@ -24,17 +24,40 @@ import re
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+
+from pydantic import Field
 
 from mappa.agents.agent import Agent, Reply
 from mappa.agents.tool_calls import extract_python_block
 from mappa.core.types import Action, Problem, ToolResult, Trajectory
 from mappa.envs.feedback import clip, describe_result
-from mappa.envs.spec import EnvSpec
+from mappa.envs.spec import EnvSection, EnvSpec, SeatRule
 from mappa.envs.tabular_grading import grade_submission
+from mappa.envs.tabular_task import OUTPUTS
 from mappa.envs.tabular_tasks import load_task_problems, paths_to_hide, problem_to_task, write_workspace
 from mappa.sandbox import SandboxLimits, run_programs_async
 
 SEATS = ("data_engineer", "modeler", "analyst")
+
+
+class DSBenchEnvConfig(EnvSection):
+    """Data Engineer -> Modeler -> Analyst on tabular modelling tasks over a shared workspace
+    (`env.type: dsbench`)."""
+
+    type: str = "dsbench"
+    train_data: str = "builtin:train"
+    """Tasks to train on: `builtin:train` (the project's offline tasks built from data shipped with
+    scikit-learn) or `dsbench:<path to DSBench's data_modeling folder>[#name1,name2]`."""
+    eval_data: str = "builtin:eval"
+    """Held-out tasks for `mappa evaluate` and the evaluate stage (no task is in both builtin splits)."""
+    max_turns: int = Field(4, ge=1, le=8)
+    """Programs each agent may run per trajectory (the paper: 4); an agent stops early once its files exist
+    and its last program succeeded."""
+    workspace_root: str | None = None
+    """Local folder for the trajectories' workspaces (default: the system's temporary folder); each
+    workspace is removed once its submission is graded."""
+
 
 TASK = (
     "Three agents build a tabular modelling pipeline together, handing files to each other through a "
@@ -42,11 +65,6 @@ TASK = (
     "predictions for the test set as submission.csv."
 )
 
-OUTPUTS = {
-    "data_engineer": ("X_train.pkl", "y_train.pkl", "X_test.pkl"),
-    "modeler": ("model.pkl",),
-    "analyst": ("submission.csv",),
-}
 
 ROLES = {
     "data_engineer": (
@@ -222,4 +240,36 @@ async def _run(problems, agents, limits, env) -> list[Trajectory]:
     return await run_dsbench(problems, agents, limits, env.max_turns, workspace_root=env.workspace_root)
 
 
-SPEC = EnvSpec("dsbench", SEATS, ROLES, TASK, _run, load_task_problems, metrics_reference)
+def graded_figures(trajectory: Trajectory) -> dict[str, Any]:
+    """An evaluation's columns: the task's kind, metric, its value on the hidden labels, relative score."""
+    out = trajectory.outcome
+    if "kind" not in out:
+        return {}
+    value = out.get("value")
+    return {
+        "kind": out["kind"],
+        "metric": out.get("metric"),
+        "metric_value": float("nan") if value is None else float(value),
+        "fair_score": float(out.get("fair_score") or 0.0),
+    }
+
+
+def _rubric() -> dict[str, SeatRule]:
+    from mappa.envs.dsbench_rubric import RULES
+
+    return RULES
+
+
+SPEC = EnvSpec(
+    type="dsbench",
+    seats=SEATS,
+    roles=ROLES,
+    task=TASK,
+    run=_run,
+    load_problems=load_task_problems,
+    config=DSBenchEnvConfig,
+    coach_reference=metrics_reference,
+    coach_template="dsbench",
+    rubric=_rubric,
+    result_columns=graded_figures,
+)

@@ -15,6 +15,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import Field
 
 from mappa.agents.agent import Agent, Reply
 from mappa.agents.tool_calls import extract_python_block
@@ -23,10 +26,29 @@ from mappa.envs.feedback import clip, describe_result
 from mappa.envs.grading import extract_boxed, extract_flexible, grade_answer
 from mappa.envs.math_levels import load_builtin_source
 from mappa.envs.math_problems import load_problems
-from mappa.envs.spec import EnvSpec, answer_reference
+from mappa.envs.spec import EnvSection, EnvSpec, SeatRule
 from mappa.sandbox import SandboxLimits, run_programs_async
 
 SEATS = ("solver", "executor", "verifier")
+
+
+class MathChatEnvConfig(EnvSection):
+    """Problem Solver -> Code Executor -> Verifier on math problems (`env.type: mathchat`)."""
+
+    type: str = "mathchat"
+    train_data: str = "builtin:train"
+    """Problems to train on: `builtin:train`, or a JSON/JSONL/Parquet file (local path or fsspec URL) with
+    `problem` and `answer` fields."""
+    eval_data: str = "builtin:eval"
+    """Held-out problems for `mappa evaluate` and the evaluate stage."""
+    max_executor_turns: int = Field(2, ge=1, le=4)
+    """How often the Code Executor may write code (it sees stdout/stderr and may try again)."""
+    answer_format: Literal["boxed", "last_number"] = "boxed"
+    """How the team's final answer is read from the verifier's reply: `boxed` (the paper's: the last
+    `\\boxed{}`), or `last_number` (the boxed answer if any, else the reply's last number: for models too
+    small to write `\\boxed{}`; SmolLM2-135M boxed 0-2 numbers in 64 samples under four prompt wordings).
+    Evaluations report the strict boxed success either way."""
+
 
 TASK = "Three agents solve a math problem: reasoning, checking it with Python code, then a final answer."
 
@@ -170,9 +192,40 @@ async def _run(problems, agents, limits, env) -> list[Trajectory]:
     )
 
 
+def result_columns(trajectory: Trajectory) -> dict[str, Any]:
+    """An evaluation's answer columns: `correct_boxed` the strict grading (the verifier's last `\\boxed{}`),
+    `correct_flexible` the lenient one (the env's answer, else the reply's last number; as lm-eval's GSM8K
+    "flexible-extract")."""
+    stated = trajectory.actions[-1].response if trajectory.actions else ""
+    reference = trajectory.problem.answer
+    flexible = trajectory.final_answer or extract_flexible(stated)
+    return {
+        "correct_boxed": grade_answer(extract_boxed(stated), reference),
+        "flexible_answer": flexible,
+        "correct_flexible": flexible is not None and grade_answer(flexible, reference),
+    }
+
+
+def _rubric() -> dict[str, SeatRule]:
+    from mappa.envs.mathchat_rubric import RULES
+
+    return RULES
+
+
 # The executor's turn ends with its program's closing fence: what a small model writes after it is noise
 # that the verifier would read and the trainer would train on (an opening fence is followed by `python`).
 STOPS = {"executor": ("\n```\n",)}
 SPEC = EnvSpec(
-    "mathchat", SEATS, ROLES, TASK, _run, _load_problems, answer_reference, STOPS, seat_checks=seat_checks
+    type="mathchat",
+    seats=SEATS,
+    roles=ROLES,
+    task=TASK,
+    run=_run,
+    load_problems=_load_problems,
+    config=MathChatEnvConfig,
+    coach_template="mathchat",
+    rubric=_rubric,
+    result_columns=result_columns,
+    seat_checks=seat_checks,
+    stops=STOPS,
 )

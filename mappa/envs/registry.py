@@ -1,35 +1,87 @@
-"""Which envs exist: their seats, roles, task text, how to load their problems, run a batch of them, and
-what ground truth the coach may see for an action.
+"""Finds an env's `EnvSpec` by the config's `env.type`: a built-in, a plug-in, or an import path.
 
-Registry keys equal the config's `env.type` values. Env modules are imported only when their spec is asked
-for (inside `get_env_spec`: DSBench's module loads scikit-learn), so config validation, which asks for an
-env's seats, stays cheap. What a spec holds: `mappa.envs.spec`.
+    mathchat, dsbench               the built-ins (`mappa.envs.mathchat:SPEC`, `mappa.envs.dsbench:SPEC`)
+    <name>                          an env an installed package registers in the entry-point group
+                                    `mappa.envs` (pyproject: `[project.entry-points."mappa.envs"]
+                                    codepair = "mappa_codepair.env:SPEC"`)
+    <package.module>:<NAME>         an import path to an `EnvSpec` (no registration; e.g. a module of your
+                                    own on PYTHONPATH)
+
+A spec is loaded the first time it is asked for and kept. A name that is none of these, or a plug-in that
+fails to import or holds no `EnvSpec`, raises `EnvNotFound` / `EnvPluginError` with one line naming the env,
+the package and what failed. What a spec holds: `mappa.envs.spec`.
 """
 
 from __future__ import annotations
 
+import importlib
+from functools import cache
+from importlib.metadata import entry_points
+
 from mappa.core.types import Problem
 from mappa.envs.spec import EnvSpec
 
-ENV_TYPES = ("mathchat", "dsbench")
+ENTRY_POINT_GROUP = "mappa.envs"
+BUILTIN_ENVS = {"mathchat": "mappa.envs.mathchat:SPEC", "dsbench": "mappa.envs.dsbench:SPEC"}
+
+
+class EnvNotFound(ValueError):
+    """`env.type` names no built-in, no registered plug-in and no import path."""
+
+
+class EnvPluginError(ValueError):
+    """An env was found but could not be loaded: its module failed to import, or it holds no `EnvSpec`."""
+
+
+def registered_envs() -> dict[str, str]:
+    """Every env `env.type` can name, by name: the built-ins, then the installed plug-ins (`module:attr`)."""
+    plugins = {ep.name: ep.value for ep in entry_points(group=ENTRY_POINT_GROUP)}
+    return {**plugins, **BUILTIN_ENVS}
 
 
 def env_seats(env_type: str) -> tuple[str, ...]:
     return get_env_spec(env_type).seats
 
 
+@cache
 def get_env_spec(env_type: str) -> EnvSpec:
-    if env_type == "mathchat":
-        from mappa.envs import mathchat
-
-        return mathchat.SPEC
-    if env_type == "dsbench":
-        from mappa.envs import dsbench
-
-        return dsbench.SPEC
-    raise ValueError(f"unknown env type {env_type!r}; known: {', '.join(ENV_TYPES)}")
+    target, origin = _target(env_type)
+    module_name, _, attribute = target.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:  # a plug-in's import error, whatever it is, is reported in one line
+        raise EnvPluginError(
+            f"env {env_type!r} ({origin}): importing {module_name} failed: {type(exc).__name__}: {exc}"
+        ) from exc
+    spec = getattr(module, attribute, None) if attribute else None
+    if callable(spec) and not isinstance(spec, EnvSpec):
+        spec = spec()  # a factory returning the spec
+    if not isinstance(spec, EnvSpec):
+        found = "nothing" if spec is None else type(spec).__name__
+        raise EnvPluginError(
+            f"env {env_type!r} ({origin}): {target} holds {found}, not a mappa.envs.spec.EnvSpec; point it "
+            "at the module's EnvSpec, as `package.module:SPEC`"
+        )
+    return spec
 
 
 def load_env_problems(env_type: str, source: str) -> list[Problem]:
     """The problems of `source` (an env's `train_data` / `eval_data` value) for env `env_type`."""
     return get_env_spec(env_type).load_problems(source)
+
+
+def _target(env_type: str) -> tuple[str, str]:
+    """(`module:attribute`, where that came from, for messages)."""
+    if env_type in BUILTIN_ENVS:
+        return BUILTIN_ENVS[env_type], "built in"
+    for ep in entry_points(group=ENTRY_POINT_GROUP, name=env_type):
+        package = ep.dist.name if ep.dist is not None else "an installed package"
+        return ep.value, f"registered by package {package} as {ep.value}"
+    if ":" in env_type:
+        return env_type, "an import path"
+    known = ", ".join(sorted(registered_envs()))
+    raise EnvNotFound(
+        f"unknown env type {env_type!r}: envs are {known} (built in, or registered by installed packages in "
+        f"the entry-point group {ENTRY_POINT_GROUP!r}), or an import path `package.module:SPEC`; check the "
+        "spelling, or install the package that provides it (pip install -e path/to/it)"
+    )

@@ -12,6 +12,11 @@ from typing import Literal
 Kind = Literal["regression", "classification"]
 METRICS = {"rmse": False, "mae": False, "f1": True, "accuracy": True, "roc_auc": True}  # higher is better
 PUBLIC_FILES = ("train.csv", "test.csv", "sample_submission.csv")
+OUTPUTS = {  # what each seat of the DSBench pipeline saves into the workspace (its env and rubric read it)
+    "data_engineer": ("X_train.pkl", "y_train.pkl", "X_test.pkl"),
+    "modeler": ("model.pkl",),
+    "analyst": ("submission.csv",),
+}
 
 
 @dataclass(frozen=True)

@@ -26,10 +26,10 @@ from typing import Any
 import pandas as pd
 
 from mappa.core.types import Problem, Trajectory
-from mappa.envs.grading import extract_boxed, extract_flexible, grade_answer
 from mappa.envs.outcome_summary import summarize_by_kind
 from mappa.envs.overlap import find_overlap
 from mappa.envs.registry import get_env_spec, load_env_problems
+from mappa.envs.spec import EnvSpec
 from mappa.inference.engine import SamplingParams
 from mappa.stages.progress import StageProgress
 from mappa.stages.rollout import roll_out
@@ -137,19 +137,16 @@ def held_out_problems(run: Run) -> tuple[list[Problem], int]:
     return problems[: run.config.rollout.eval_problems], dropped
 
 
-def results_frame(trajectories: list[Trajectory], seat_checks=None) -> pd.DataFrame:
-    """One row per problem. `correct` is the env's grading; `correct_boxed` the strict one (the last
-    action's `\\boxed{}` answer); `correct_flexible` the lenient one (`extract_flexible`: the boxed answer,
-    else the reply's last number); `seat_<agent>` whether each seat did its part (the env's
-    `seat_checks`). `seconds`: the trajectory's generation plus sandbox time (problems run batched, so
-    none has a wall-clock time of its own)."""
+def results_frame(trajectories: list[Trajectory], spec: EnvSpec | None = None) -> pd.DataFrame:
+    """One row per problem. `correct` is the env's grading; then the env's own columns (`EnvSpec.
+    result_columns`: MathChat's strict `correct_boxed` and lenient `correct_flexible`, DSBench's metric and
+    relative score) and `seat_<agent>`, whether each seat did its part (`EnvSpec.seat_checks`). `seconds`:
+    the trajectory's generation plus sandbox time (problems run batched, so none has a wall-clock time of
+    its own)."""
+    result_columns = spec.result_columns if spec is not None else None
+    seat_checks = spec.seat_checks if spec is not None else None
     rows = []
     for t in trajectories:
-        stated = None if "kind" in t.outcome or not t.actions else t.actions[-1].response  # DSBench: files
-        boxed = extract_boxed(stated) if stated is not None else None
-        flexible = t.final_answer  # the env's answer where there is one, else the last number
-        if flexible is None and stated is not None:
-            flexible = extract_flexible(stated)
         seconds = sum(
             a.generation_s + (a.tool_result.duration_s if a.tool_result else 0.0) for a in t.actions
         )
@@ -160,31 +157,14 @@ def results_frame(trajectories: list[Trajectory], seat_checks=None) -> pd.DataFr
                 "gold_answer": t.problem.answer,
                 "final_answer": t.final_answer,
                 "correct": bool(t.correct),
-                "correct_boxed": bool(t.correct) if stated is None else grade_answer(boxed, t.problem.answer),
-                "flexible_answer": flexible,
-                "correct_flexible": flexible is not None and grade_answer(flexible, t.problem.answer),
+                **(result_columns(t) if result_columns else {}),
                 "trajectory_id": t.id,
                 "actions": len(t.actions),
                 "seconds": float(seconds),
-                **_graded_figures(t),
                 **{f"seat_{seat}": done for seat, done in (seat_checks(t) if seat_checks else {}).items()},
             }
         )
     return pd.DataFrame(rows)
-
-
-def _graded_figures(trajectory: Trajectory) -> dict[str, Any]:
-    """The env's graded figures, where it has them (DSBench: kind, metric, its value, relative score)."""
-    out = trajectory.outcome
-    if "kind" not in out:
-        return {}
-    value = out.get("value")
-    return {
-        "kind": out["kind"],
-        "metric": out.get("metric"),
-        "metric_value": float("nan") if value is None else float(value),
-        "fair_score": float(out.get("fair_score") or 0.0),
-    }
 
 
 def evaluate_iteration(run: Run, iteration: int) -> dict[str, Any]:
@@ -206,7 +186,7 @@ def evaluate_iteration(run: Run, iteration: int) -> dict[str, Any]:
     weights = "the base weights" if iteration == BASE else f"the checkpoint of iteration {iteration}"
     trajectories = roll_out(run, pairs, iteration + 1, params, progress, "weights", f"evaluating {weights}")
     generated = time.perf_counter() - started
-    results = results_frame(trajectories, get_env_spec(config.env.type).seat_checks)
+    results = results_frame(trajectories, get_env_spec(config.env.type))
     frame = trajectories_to_frame(trajectories, iteration)
     run.store.write_parquet(frame, *evaluation_parts(run, iteration, TRAJECTORIES))
     run.store.write_parquet(results, *output_parts(run, iteration, STAGE_NAME))

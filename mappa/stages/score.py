@@ -148,11 +148,11 @@ def rubric_agreement(
     run: Run, coach_config: CoachConfig, trajectories: list[Trajectory], scores: list[ActionScore]
 ) -> dict[str, float | None] | None:
     """How far another coach agrees with the explicit rules on the same actions, per agent (None for the
-    rubric itself)."""
-    if coach_config.type == "rubric":
-        return None
+    rubric itself, and for an env without a rubric)."""
     env_type = run.config.env.type
     spec = get_env_spec(env_type)
+    if coach_config.type == "rubric" or spec.rubric is None:
+        return None
     rubric = build_coach(coach_config.model_copy(update={"type": "rubric"}), None, env_type)
     ruled = asyncio.run(
         score_trajectories(rubric, trajectories, spec.roles, coach_config, reference_fn=spec.coach_reference)

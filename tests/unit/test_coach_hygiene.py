@@ -117,5 +117,6 @@ def test_rubric_and_outcome_coaches_keep_their_own_rules():
 
     for kind in ("rubric", "outcome"):
         config = CoachConfig(type=kind, use_ground_truth=True)
-        scores = asyncio.run(score_trajectories(build_coach(config), [UNUSABLE], ROLES, config))
+        coach = build_coach(config, env_type="mathchat")
+        scores = asyncio.run(score_trajectories(coach, [UNUSABLE], ROLES, config))
         assert "rule" not in {s.parse_status for s in scores}

@@ -4,6 +4,7 @@ import pytest
 
 from mappa.cli import main
 from mappa.config import load_config
+from mappa.envs.mathchat import SPEC as MATHCHAT
 from mappa.stages.evaluate import evaluation_complete, evaluation_label, results_frame
 from mappa.storage.run import Run
 
@@ -16,7 +17,7 @@ def test_labels_name_the_checkpoint_or_the_base_model():
 
 
 def test_one_results_row_per_problem(trajectory):
-    frame = results_frame([trajectory])
+    frame = results_frame([trajectory], MATHCHAT)
     assert frame.to_dict("records") == [
         {
             "problem_id": "p1",
@@ -30,6 +31,9 @@ def test_one_results_row_per_problem(trajectory):
             "trajectory_id": "t1",
             "actions": 4,
             "seconds": pytest.approx(0.25),  # generation 0 s + two sandbox runs (0.05 s, 0.2 s)
+            "seat_solver": True,
+            "seat_executor": False,  # its program crashed
+            "seat_verifier": True,
         }
     ]
 
@@ -67,7 +71,7 @@ def test_each_seat_is_checked_for_its_part_and_summed_over_evaluations(trajector
         "executor": False,
         "verifier": True,
     }  # its program crashed
-    frame = results_frame([trajectory], seat_checks)
+    frame = results_frame([trajectory], MATHCHAT)
     assert frame[["seat_solver", "seat_executor", "seat_verifier"]].values.tolist() == [[True, False, True]]
     config = load_config("configs/mathchat-cpu-learn.yaml", [f"storage.root={tmp_path}"])
     run = Run.create(config, "seats")

@@ -9,12 +9,12 @@ import pytest
 from test_coach import ROLES, _ran, _trajectory
 
 from mappa.coach import RubricCoach, build_requests
-from mappa.coach.rubric import is_placeholder
+from mappa.envs.mathchat_rubric import is_placeholder
 
 
 def _verdicts(trajectory, use_ground_truth: bool) -> list[tuple[str, float]]:
     requests = build_requests(trajectory, "task", ROLES, "mathchat", use_ground_truth)
-    scores = asyncio.run(RubricCoach(use_ground_truth).score(requests))
+    scores = asyncio.run(RubricCoach(use_ground_truth, "mathchat").score(requests))
     return [(s.rationale.split(":")[0].removeprefix("rule "), s.score) for s in scores]
 
 

@@ -28,10 +28,9 @@ sees only the final score).
 
 from __future__ import annotations
 
-from mappa.coach.rubric import Verdict, register_rule_set
 from mappa.core.types import Action, Trajectory
-from mappa.envs.dsbench import OUTPUTS
-from mappa.envs.tabular_task import PUBLIC_FILES
+from mappa.envs.spec import Verdict
+from mappa.envs.tabular_task import OUTPUTS, PUBLIC_FILES
 
 INPUTS = {
     "data_engineer": ("train.csv", "test.csv"),
@@ -99,4 +98,4 @@ def _is_last_of_seat(action: Action, trajectory: Trajectory) -> bool:
     return not any(a.agent == action.agent for a in trajectory.actions[action.index + 1 :])
 
 
-register_rule_set("dsbench", {seat: judge_seat for seat in OUTPUTS})
+RULES = {seat: judge_seat for seat in OUTPUTS}
