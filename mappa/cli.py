@@ -226,7 +226,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     import pandas as pd
 
     from mappa.stages.report import kind_rows_of
-    from mappa.storage import inspect
+    from mappa.storage import run_view
     from mappa.storage.checkpoints import pruned_note
     from mappa.storage.run import Run
 
@@ -246,22 +246,22 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     elif args.plot:
         print_plot(run, args.plot)
     elif args.trajectory:
-        print_trajectory(inspect.find_trajectory(run, args.trajectory))
+        print_trajectory(run_view.find_trajectory(run, args.trajectory))
     elif args.iteration is not None:
-        frame = inspect.scored_actions(run, args.iteration)
+        frame = run_view.scored_actions(run, args.iteration)
         pruned = pruned_note(run, args.iteration)
         if pruned:
             note(pruned)
-        console.print(_frame_table(f"iteration {args.iteration}: agents", inspect.agent_stats(frame)))
+        console.print(_frame_table(f"iteration {args.iteration}: agents", run_view.agent_stats(frame)))
         kinds = kind_rows_of(run, args.iteration)
         if kinds:
             console.print(_frame_table(f"iteration {args.iteration}: by task kind", pd.DataFrame(kinds)))
-        low, high = inspect.extreme_actions(frame)
+        low, high = run_view.extreme_actions(frame)
         columns = ["action_id", "agent", "score", "rationale"]
         console.print(_frame_table("lowest scored actions", low[columns]))
         console.print(_frame_table("highest scored actions", high[columns]))
     else:
-        console.print(_frame_table(f"run {run.run_id}", pd.DataFrame(inspect.iteration_rows(run))))
+        console.print(_frame_table(f"run {run.run_id}", pd.DataFrame(run_view.iteration_rows(run))))
     return 0
 
 

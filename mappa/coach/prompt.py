@@ -22,6 +22,7 @@ Not covered here: calling a coach (`mappa.coach.base` and the backends), parsing
 from __future__ import annotations
 
 import hashlib
+import importlib.resources
 import json
 import re
 import string
@@ -102,9 +103,13 @@ def available_templates() -> list[str]:
 
 
 def load_template(name_or_path: str) -> PromptTemplate:
-    """Resolve a template name (`mathchat`) or a path to a .txt file; unknown names raise `ValueError`."""
+    """Resolve a shipped template's name (`dsbench`), a path to a .txt file, or `package:file.txt` (a file
+    inside an installed package, as an env plug-in ships its template); not found raises `ValueError`."""
     path = Path(name_or_path)
-    if path.suffix != ".txt":
+    package, colon, inside = name_or_path.partition(":")
+    if colon and inside.endswith(".txt") and not path.is_file():
+        path = _package_file(package, inside)
+    elif path.suffix != ".txt":
         path = TEMPLATE_DIR / f"{name_or_path}.txt"
     if not path.is_file():
         raise ValueError(
@@ -113,6 +118,13 @@ def load_template(name_or_path: str) -> PromptTemplate:
         )
     text = path.read_text(encoding="utf-8")
     return parse_template(text, name=path.stem, source=str(path))
+
+
+def _package_file(package: str, name: str) -> Path:
+    try:
+        return Path(str(importlib.resources.files(package) / name))
+    except ModuleNotFoundError as exc:
+        raise ValueError(f"coach template `{package}:{name}`: package {package} is not installed") from exc
 
 
 def parse_template(text: str, name: str = "custom", source: str = "template") -> PromptTemplate:

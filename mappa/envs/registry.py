@@ -3,7 +3,7 @@
     mathchat, dsbench               the built-ins (`mappa.envs.mathchat:SPEC`, `mappa.envs.dsbench:SPEC`)
     <name>                          an env an installed package registers in the entry-point group
                                     `mappa.envs` (pyproject: `[project.entry-points."mappa.envs"]
-                                    codepair = "mappa_codepair.env:SPEC"`)
+                                    debate = "my_team.env:SPEC"`)
     <package.module>:<NAME>         an import path to an `EnvSpec` (no registration; e.g. a module of your
                                     own on PYTHONPATH)
 

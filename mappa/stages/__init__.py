@@ -13,13 +13,12 @@
 Adding a stage is adding a module that registers a `Stage` (`mappa.stages.stage`) and importing it
 here; a stage of every training iteration also goes into `TRAINING`, a per-stage retry count into
 `RetryConfig`. Stages may use Ray and Prefect; the packages below them (`core`, `envs`, `coach`,
-`trainer`) do not.
+`trainer`, `storage`) do not.
 """
 
 from mappa.stages import advantages, evaluate, report, retention, rollout, score, update
 from mappa.stages.stage import (
     REGISTRY,
-    TRAINING,
     Stage,
     completed_iterations,
     describe_stage,
@@ -31,6 +30,7 @@ from mappa.stages.stage import (
     stage_complete,
     write_manifest,
 )
+from mappa.storage.run import TRAINING
 
 MODULES = (rollout, score, advantages, update, report, evaluate, retention)
 

@@ -29,7 +29,7 @@ from mappa.core.advantages import compute_reinforce_pp_advantages, pad_sequences
 from mappa.core.types import UNSCORED, Experience
 from mappa.stages.stage import Stage, output_parts, register, write_manifest
 from mappa.storage.frames import action_ids, experiences_to_frame
-from mappa.storage.run import Run
+from mappa.storage.run import OUTPUTS, Run
 
 
 def join_scores(actions: pd.DataFrame, scores: pd.DataFrame) -> pd.DataFrame:
@@ -191,7 +191,7 @@ def describe(manifest: dict[str, Any]) -> str:
 STAGE = register(
     Stage(
         "advantages",
-        "experiences.parquet",
+        OUTPUTS["advantages"],
         compute_iteration_advantages,
         describe,
         inputs=("rollout", "score"),

@@ -108,11 +108,15 @@ def evaluation_summaries(run: Run) -> list[dict[str, Any]]:
                 "evaluation": manifest["label"],
                 "problems": manifest["problems"],
                 "success": manifest["success_rate"],
-                "success_flexible": manifest.get("success_rate_flexible"),
+                **_present("success_flexible", manifest.get("success_rate_flexible")),  # the env's, if any
                 **{f"{seat} did its part": by_seat[seat] for seat in run.config.agents if seat in by_seat},
             }
         )
     return rows
+
+
+def _present(key: str, value: Any) -> dict[str, Any]:
+    return {} if value is None else {key: value}
 
 
 def evaluation_rows(run: Run, iteration: int) -> list[dict[str, Any]]:

@@ -57,11 +57,11 @@ from prefect.exceptions import MissingContextError
 from prefect.logging import get_run_logger
 
 from mappa.envs.outcome_summary import kind_rows
-from mappa.stages.stage import TRAINING, Stage, get_stage, register
+from mappa.stages.stage import Stage, get_stage, register
 from mappa.stages.trackers import log_iteration
 from mappa.storage.curves import SCORE_STATS, TRAINER_METRICS, plot_curves
 from mappa.storage.history import TIMED_STAGES, record_iteration
-from mappa.storage.run import MANIFEST, Run, iteration_label
+from mappa.storage.run import MANIFEST, TRAINING, Run, iteration_label
 
 AGENT_COLUMNS = ("agent", *SCORE_STATS, *TRAINER_METRICS)
 

@@ -27,7 +27,7 @@ from mappa.stages.progress import StageProgress
 from mappa.stages.stage import Stage, output_parts, register, write_manifest
 from mappa.storage.checkpoints import Holds
 from mappa.storage.frames import trajectories_to_frame
-from mappa.storage.run import Run, iteration_name
+from mappa.storage.run import OUTPUTS, Run, iteration_name
 
 
 def select_problems(problems: list[Problem], count: int, seed: int, iteration: int) -> list[Problem]:
@@ -163,7 +163,7 @@ def describe(manifest: dict[str, Any]) -> str:
 STAGE = register(
     Stage(
         "rollout",
-        "trajectories.parquet",
+        OUTPUTS["rollout"],
         roll_out_iteration,
         describe,
         previous=("update",),  # the weights it rolls out with

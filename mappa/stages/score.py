@@ -38,7 +38,7 @@ from mappa.envs.outcome_summary import coach_score_by_kind
 from mappa.envs.registry import get_env_spec
 from mappa.stages.stage import Stage, output_parts, register, write_manifest
 from mappa.storage.frames import frame_to_scores, frame_to_trajectories, scores_to_frame
-from mappa.storage.run import Run
+from mappa.storage.run import OUTPUTS, Run
 
 DRIFT_WINDOW = 3
 """Iterations over which a category's mean coach score must rise, with flat success, to be flagged."""
@@ -222,4 +222,4 @@ def describe(manifest: dict[str, Any]) -> str:
     return f"{manifest['rows']} actions scored by {manifest['coach_model']}, parse {manifest['parse_status']}"
 
 
-STAGE = register(Stage("score", "scores.parquet", score_iteration, describe, inputs=("rollout",)))
+STAGE = register(Stage("score", OUTPUTS["score"], score_iteration, describe, inputs=("rollout",)))

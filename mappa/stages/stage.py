@@ -45,8 +45,6 @@ class Stage:
 
 
 REGISTRY: dict[str, Stage] = {}
-TRAINING = ("rollout", "score", "advantages", "update")
-"""The stages of a training iteration, in order (each iteration then publishes its `report`)."""
 
 
 def register(stage: Stage) -> Stage:

@@ -28,9 +28,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from mappa.stages.stage import TRAINING, output_parts
+from mappa.stages.stage import output_parts
 from mappa.storage.frames import action_ids
-from mappa.storage.run import Run
+from mappa.storage.run import TRAINING, Run
 from mappa.storage.tracker_sinks import TensorBoardSink, open_trackers
 
 TENSORBOARD = "tensorboard"

@@ -26,7 +26,7 @@ from mappa.stages.progress import StageProgress
 from mappa.stages.stage import Stage, output_parts, register, write_manifest
 from mappa.storage.checkpoints import TRAINER_STATE
 from mappa.storage.frames import frame_to_experiences
-from mappa.storage.run import Run
+from mappa.storage.run import OUTPUTS, Run
 
 
 def update_agent(
@@ -136,4 +136,4 @@ def describe(manifest: dict[str, Any]) -> str:
     return ", ".join(f"{a}: loss {m['loss']:.4f} score {m['mean_score']:.2f}" for a, m in agents)
 
 
-STAGE = register(Stage("update", "metrics.json", update_agents, describe, inputs=("advantages",)))
+STAGE = register(Stage("update", OUTPUTS["update"], update_agents, describe, inputs=("advantages",)))

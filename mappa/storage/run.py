@@ -33,6 +33,16 @@ import mappa
 from mappa.config import RunConfig, dump_config, validate_config
 from mappa.storage.store import ArtifactStore
 
+TRAINING = ("rollout", "score", "advantages", "update")
+"""The stages of a training iteration, in order (each iteration then publishes its `report`)."""
+OUTPUTS = {
+    "rollout": "trajectories.parquet",
+    "score": "scores.parquet",
+    "advantages": "experiences.parquet",
+    "update": "metrics.json",
+}
+"""The file each training stage writes in its folder (`mappa.stages` registers its stages with these), so
+the read side of a run (`mappa.storage.run_view`) finds them without the stages."""
 MANIFEST = "_manifest.json"  # a stage folder's manifest, written last (mappa.stages.stage)
 LOCK = "_lock.json"  # in the run's folder while a flow drives the run
 
@@ -129,6 +139,10 @@ class Run:
 
     def parts(self, iteration: int, stage: str, name: str) -> tuple[str, ...]:
         return (self.run_id, iteration_label(iteration), stage, name)
+
+    def output(self, iteration: int, stage: str) -> tuple[str, ...]:
+        """Where training stage `stage` of `iteration` writes its output (`OUTPUTS`)."""
+        return self.parts(iteration, stage, OUTPUTS[stage])
 
     def checkpoint_parts(self, agent: str, iteration: int) -> tuple[str, ...]:
         return (self.run_id, "checkpoints", agent, iteration_name(iteration))

@@ -6,7 +6,7 @@ from mappa.cli import main
 from mappa.config import load_config
 from mappa.core.types import ActionScore
 from mappa.stages import output_parts, write_manifest
-from mappa.storage import inspect
+from mappa.storage import run_view
 from mappa.storage.frames import scores_to_frame, trajectories_to_frame
 from mappa.storage.run import Run
 from mappa.storage.store import ArtifactStore
@@ -29,14 +29,14 @@ def write_run(tmp_path, trajectory) -> Run:
 
 def test_iteration_rows_agent_stats_and_extremes(tmp_path, trajectory):
     run = write_run(tmp_path, trajectory)
-    rows = inspect.iteration_rows(run)
+    rows = run_view.iteration_rows(run)
     assert rows == [
         {"iteration": 0, "success_rate": 1.0, "actions": 4, "mean_score": 4.5, "finished stages": "rollout"}
     ]
-    frame = inspect.scored_actions(run, 0)
-    stats = inspect.agent_stats(frame).set_index("agent")
+    frame = run_view.scored_actions(run, 0)
+    stats = run_view.agent_stats(frame).set_index("agent")
     assert stats.loc["executor", "actions"] == 2 and stats.loc["executor", "mean_score"] == 4.5
-    low, high = inspect.extreme_actions(frame, count=1)
+    low, high = run_view.extreme_actions(frame, count=1)
     assert low["action_id"].tolist() == ["t1/0"] and high["action_id"].tolist() == ["t1/3"]
 
 
