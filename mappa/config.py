@@ -625,6 +625,8 @@ def _hint(err: dict[str, Any]) -> str:
             "key in the one that coach.api_key_env names, S3 credentials in AWS_ACCESS_KEY_ID and "
             "AWS_SECRET_ACCESS_KEY)"
         )
+    if kind == "extra_forbidden" and err["loc"][:1] == ("env",):
+        return " (unknown field: check its spelling against the env's section, its EnvSpec.config)"
     if kind == "extra_forbidden":
         return " (unknown field: check its spelling against `mappa.config` or the configs/ examples)"
     if kind == "missing":
