@@ -1,12 +1,14 @@
 """Does the coach's signal make the team better? MathChat under several reward sources, evaluated held out.
 
 Trains the three MathChat agents (SmolLM2-135M-Instruct each, `configs/mathchat-cpu-learn.yaml`: one-step
-problems, 32 trajectories per iteration) under each reward source at equal samples (the same problems,
-sampling seeds and updates per iteration), and evaluates the team greedily on held-out problems before
-training (the base model, shared by every run: the same weights, greedy) and after the last iteration:
+problems, 16 trajectories per iteration, 3 iterations) under each reward source at equal samples (the same
+problems, sampling seeds and updates per iteration), and evaluates the team greedily on held-out problems
+before training (the base model, shared by every run: the same weights, greedy) and after the last
+iteration:
 
-    rubric    the rubric coach's explicit rules with ground truth (`mappa.coach.rubric`): a process coach
-    llm       the local SmolLM2 coach with ground truth, yes/no criteria (`coach.scoring=criteria`)
+    rubric    the rubric coach's explicit rules with ground truth (`mappa.envs.mathchat_rubric`)
+    llm       an AI coach, no hand rules: Qwen2.5-Coder-0.5B-Instruct with ground truth, asked one fact per
+              question about each action (`coach.template=mathchat-facts`, `coach.scoring=criteria`)
     outcome   outcome only: the trajectory's correctness (10 or 0) given to every action
     rubric-nogt  (optional) the rubric without ground truth: it judges each action alone
 
@@ -25,7 +27,8 @@ skipped), so an interrupted benchmark continues where it stopped. The script fir
 evaluation problems share none with the training split.
 
 Default size, and its time on this 2-core CPU machine: see BENCHMARKS.md ("Does it learn?").
-Not covered: significance testing (2 seeds give a spread, not a confidence interval), other envs.
+Each lift comes with a 95% paired bootstrap interval over problems and the problems gained and lost
+against the base (`lift_stats.py`, beside this file). Not covered: other envs.
 """
 
 from __future__ import annotations
