@@ -19,7 +19,7 @@ REPO = Path(__file__).resolve().parents[2]
 SEATS = ("coder", "reviewer")
 
 
-def train_codepair(root: Path, tiny_model: Path, run_id: str, coach: dict) -> Run:
+def train_codepair(root: Path, tiny_model: Path, run_id: str, coach: dict, eval_every: int) -> Run:
     path = write_tiny_config(
         root / f"{run_id}.yaml",
         tiny_model,
@@ -28,7 +28,12 @@ def train_codepair(root: Path, tiny_model: Path, run_id: str, coach: dict) -> Ru
         name=run_id,
         env={"type": "codepair", "coder_turns": 1},
         coach=coach,
-        rollout={"problems_per_iteration": 2, "max_new_tokens": 16, "eval_every": 1, "eval_problems": 2},
+        rollout={
+            "problems_per_iteration": 2,
+            "max_new_tokens": 16,
+            "eval_every": eval_every,
+            "eval_problems": 2,
+        },
         sandbox={"timeout_s": 10, "memory_mb": 1024},
     )
     assert main(["train", str(path), "--run-id", run_id]) == 0
@@ -38,21 +43,21 @@ def train_codepair(root: Path, tiny_model: Path, run_id: str, coach: dict) -> Ru
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory, tiny_model, prefect_harness, ray_local):
     root = tmp_path_factory.mktemp("runs")
-    outcome = train_codepair(root, tiny_model, "cp-outcome", {"type": "outcome"})
+    outcome = train_codepair(root, tiny_model, "cp-outcome", {"type": "outcome"}, eval_every=0)
     llm = {"type": "local", "model": str(tiny_model), "scoring": "criteria", "use_ground_truth": True}
-    return root, outcome, train_codepair(root, tiny_model, "cp-llm", llm)
+    return root, outcome, train_codepair(root, tiny_model, "cp-llm", llm, eval_every=1)
 
 
 def test_the_plugin_team_trains_end_to_end_with_the_outcome_coach_and_an_llm_coach(runs):
     _, outcome, llm = runs
     for run in (outcome, llm):
-        assert all(stage_complete(run, 0, stage) for stage in ("rollout", "score", "update", "evaluate"))
+        assert all(stage_complete(run, 0, stage) for stage in ("rollout", "score", "advantages", "update"))
         actions = run.store.read_parquet(*output_parts(run, 0, "rollout"))
         assert set(actions["agent"]) == set(SEATS)
-        results = run.store.read_parquet(*output_parts(run, 0, "evaluate"))
-        # the env's own evaluation columns and seat checks; no math columns
-        assert {"tests_passed_share", "seat_coder", "seat_reviewer"} <= set(results.columns)
-        assert "correct_boxed" not in results.columns
+    results = llm.store.read_parquet(*output_parts(llm, 0, "evaluate"))
+    # the env's own evaluation columns and seat checks; no math columns
+    assert {"tests_passed_share", "seat_coder", "seat_reviewer"} <= set(results.columns)
+    assert "correct_boxed" not in results.columns
     outcome_scores = outcome.store.read_parquet(*output_parts(outcome, 0, "score"))
     assert set(outcome_scores["score"]) <= {0.0, 10.0}
     llm_scores = llm.store.read_parquet(*output_parts(llm, 0, "score"))
