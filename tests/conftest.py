@@ -104,7 +104,7 @@ def _plenty_of_memory(monkeypatch):
 LONGEST_FILES = (
     "test_fault_injection.py",  # ~280 s
     "test_deepspeed_trainer.py",  # ~150 s
-    "test_checkpoint_retention.py",  # ~110 s
+    "test_checkpoint_retention.py",  # ~135 s
     "test_vllm_engine.py",  # ~130 s
     "test_ray_cluster.py",  # ~120 s
     "test_prefect_server.py",  # ~100 s
