@@ -77,6 +77,25 @@ def test_inspect_shows_the_plugin_run_like_a_builtin(runs, capsys):
     assert "coder did its part" in printed and "flexible" not in printed
 
 
+def test_the_plugin_runs_are_tracked_and_in_prefect_like_a_builtin(runs):
+    """TensorBoard (the default tracker) holds the plug-in's seats by name; the run is a Prefect flow run
+    named by its run id, tagged with its env."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterName
+    from tensorboard.backend.event_processing.event_multiplexer import EventMultiplexer
+
+    _, _, llm = runs
+    events = EventMultiplexer().AddRunsFromDirectory(llm.store.path(llm.run_id, "tensorboard")).Reload()
+    tags = {tag for name in events.Runs() for tag in events.GetAccumulator(name).Tags()["scalars"]}
+    assert {"critic/score/mean/coder", "critic/score/mean/reviewer", "val/success_rate"} <= tags, sorted(tags)
+    with get_client(sync_client=True) as client:
+        flow_runs = client.read_flow_runs(
+            flow_run_filter=FlowRunFilter(name=FlowRunFilterName(any_=["cp-llm"]))
+        )
+    assert [f.state.type.value for f in flow_runs] == ["COMPLETED"]
+    assert "env:codepair" in flow_runs[0].tags
+
+
 def test_nothing_under_mappa_names_the_plugin():
     found = subprocess.run(["git", "grep", "-il", "codepair", "--", "mappa/"], cwd=REPO, capture_output=True)
     assert found.stdout.decode() == ""
