@@ -7,7 +7,7 @@ from mappa.coach.drift import answer_shares, collapse_warnings, drift_warnings
 from mappa.config import load_config
 from mappa.core.types import Action, Problem, Trajectory
 from mappa.stages import write_manifest
-from mappa.stages.score import watch_warnings
+from mappa.stages.coach_diagnostics import watch_warnings
 from mappa.storage.run import Run
 
 

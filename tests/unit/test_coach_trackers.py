@@ -14,8 +14,8 @@ from mappa.config import load_config
 from mappa.core.types import ActionScore
 from mappa.stages import output_parts, write_manifest
 from mappa.stages import trackers as trackers_module
+from mappa.stages.coach_diagnostics import verdict_counts
 from mappa.stages.report import _summary_lines
-from mappa.stages.score import verdict_counts
 from mappa.stages.trackers import coach_metrics, criterion_names, log_table, sample_actions
 from mappa.storage.frames import scores_to_frame, trajectories_to_frame
 from mappa.storage.run import Run
