@@ -30,6 +30,7 @@ import torch
 from mappa.cluster.memory import release_freed_memory
 from mappa.cluster.shared_engine import SharedEngineClient
 from mappa.config import AlgoConfig, EngineConfig, LoraConfig, TrainerConfig
+from mappa.core.types import TrainSample
 from mappa.inference.engine import SamplingParams
 from mappa.inference.vllm_engine import vllm_engine_for
 from mappa.storage.store import ArtifactStore
@@ -184,11 +185,9 @@ class ModelWorker:
         self.trainer.release_reference()
         release_freed_memory()
 
-    def train(self, samples: list[dict[str, Any]], seed: int) -> dict[str, float]:
+    def train(self, samples: list[TrainSample], seed: int) -> dict[str, float]:
         self.weights_iteration = -1  # changed weights, not yet saved: a retry must reload a checkpoint
-        from mappa.trainer.torch_trainer import TrainSample
-
-        metrics = self.trainer.train([TrainSample(**s) for s in samples], seed=seed)
+        metrics = self.trainer.train(samples, seed=seed)
         self._push_weights()
         release_freed_memory()
         return metrics

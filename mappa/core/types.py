@@ -12,6 +12,7 @@ per-token training data by REINFORCE++ (see `mappa.core.advantages`).
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -140,14 +141,20 @@ class Experience:
     advantages: tuple[float, ...]
     score: float
 
-    def train_fields(self) -> dict[str, list]:
-        """What the trainer needs of it (`TrainSample`'s fields), as plain lists for a Ray call."""
-        return {
-            "prompt_token_ids": list(self.prompt_token_ids),
-            "response_token_ids": list(self.response_token_ids),
-            "old_logprobs": list(self.old_logprobs),
-            "advantages": list(self.advantages),
-        }
+    def train_sample(self) -> TrainSample:
+        """What the trainer needs of it."""
+        return TrainSample(self.prompt_token_ids, self.response_token_ids, self.old_logprobs, self.advantages)
+
+
+@dataclass(frozen=True)
+class TrainSample:
+    """One action's training data, as the trainer reads it (sent to an agent's worker as it is); token
+    lists align with `response_token_ids`."""
+
+    prompt_token_ids: Sequence[int]
+    response_token_ids: Sequence[int]
+    old_logprobs: Sequence[float]
+    advantages: Sequence[float]
 
 
 def to_record(obj: Any) -> dict[str, Any]:

@@ -4,10 +4,10 @@ Builds the configured coach (the local one answers through the run's `coach` Ray
 every action, writes the scores and a manifest with the parse statistics and the coach's diagnostics
 (`mappa.stages.coach_diagnostics`: bias report, rubric agreement, the coach-bias watch). LLM coach answers
 go through the run's `AnswerCache`: a repeated or resumed stage asks only for what it has no answer to
-(`coach_cache` in the manifest counts hits and new answers). A fallback is not final: a re-run asks the coach again about those actions
-(`fallbacks_asked_again`, `mappa.coach.base`), and a re-scoring with `fallbacks_of` (`mappa rescore
---fallbacks-only`) keeps every other verdict of that stage and asks about its fallbacks alone. Skipped when
-its manifest matches.
+(`coach_cache` in the manifest counts hits and new answers). A fallback is not final: a re-run asks the
+coach again about those actions (`fallbacks_asked_again`, `mappa.coach.base`), and a re-scoring with
+`fallbacks_of` (`mappa rescore --fallbacks-only`) keeps every other verdict of that stage and asks about its
+fallbacks alone. Skipped when its manifest matches.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ import ray
 
 from mappa.cluster.handles import WorkerHandle
 from mappa.cluster.ray_cluster import agent_workers
-from mappa.core.types import Experience
+from mappa.core.types import Experience, TrainSample
 from mappa.resources import agent_sizes, check_disk_for_checkpoint, state_bytes
 from mappa.stages.progress import StageProgress
 from mappa.stages.stage import Stage, output_parts, register, write_manifest
@@ -67,11 +67,11 @@ def update_agent(
     return metrics
 
 
-def training_samples(rows: list[Experience]) -> list[dict[str, Any]]:
+def training_samples(rows: list[Experience]) -> list[TrainSample]:
     """What the trainer gets: the experiences with some non-zero advantage. A row whose advantages are all
     exactly zero (an action the coach left unscored) adds no gradient, and would only dilute the loss's
     token mean, so it is left out."""
-    return [e.train_fields() for e in rows if any(a != 0.0 for a in e.advantages)]
+    return [e.train_sample() for e in rows if any(a != 0.0 for a in e.advantages)]
 
 
 def checkpoint_bytes(run: Run, agent: str, iteration: int) -> float:

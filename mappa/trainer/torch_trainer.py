@@ -26,7 +26,6 @@ import contextlib
 import random
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -36,20 +35,11 @@ from transformers import AutoModelForCausalLM, PreTrainedModel
 from mappa.config import AlgoConfig, LoraConfig, TrainerConfig
 from mappa.core.advantages import pad_sequences
 from mappa.core.losses import compute_policy_loss
+from mappa.core.types import TrainSample
 from mappa.inference.precision import resolve_bf16
 from mappa.storage.checkpoints import TRAINER_STATE
 from mappa.trainer.logprobs import batch_response_logprobs, response_logprobs
 from mappa.trainer.lora import adapter_off, attach_lora, load_adapter, merged_state_dict, save_adapter
-
-
-@dataclass(frozen=True)
-class TrainSample:
-    """One action's training data; token lists align with `response_token_ids`."""
-
-    prompt_token_ids: Sequence[int]
-    response_token_ids: Sequence[int]
-    old_logprobs: Sequence[float]
-    advantages: Sequence[float]
 
 
 class TorchTrainer:
