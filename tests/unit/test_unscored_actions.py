@@ -61,7 +61,7 @@ def _experience(advantages: tuple[float, ...]) -> Experience:
 
 def test_rows_with_all_zero_advantages_do_not_reach_the_trainer():
     rows = [_experience((0.0, 0.0)), _experience((0.5, -0.1)), _experience((0.0, 0.3))]
-    assert [s["advantages"] for s in training_samples(rows)] == [[0.5, -0.1], [0.0, 0.3]]
+    assert [s.advantages for s in training_samples(rows)] == [(0.5, -0.1), (0.0, 0.3)]
     assert training_samples(rows[:1]) == []  # an agent with every action unscored is not trained
 
 
