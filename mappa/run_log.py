@@ -6,7 +6,7 @@ tracebacks) also goes to a file under the run: `ROOT/RUN_ID/logs/<command>-<time
 for a remote root (s3://...) the file is written under `~/.cache/mappa/logs/RUN_ID/` and copied into the
 run's `logs/` when the command ends. The terminal keeps the progress lines but no traceback and none of
 Prefect's lines about a failure (each repeats the error); the command ends with one line naming the error,
-the stage it stopped in, the log file and the command that continues the run (`mappa.cli.failed`).
+the stage it stopped in, the log file and the command that continues the run (`mappa.cli.commands.failed`).
 `--debug` hides nothing: the tracebacks print and the error is raised.
 
 Not covered: runs started from the Prefect UI (`mappa serve`): their logs, tracebacks included, are in the
