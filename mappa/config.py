@@ -145,6 +145,21 @@ class CoachConfig(_Section):
             )
         return name
 
+    @property
+    def reads_template(self) -> bool:
+        """An LLM coach (local or openai) renders a prompt template; the rubric and outcome coaches do not."""
+        return self.type in ("local", "openai")
+
+    @property
+    def calls_endpoint(self) -> bool:
+        """The coach is an OpenAI-compatible endpoint (`base_url`), to be reached before a run starts."""
+        return self.type == "openai"
+
+    @property
+    def runs_local_model(self) -> bool:
+        """The coach is a model the run loads on its own `coach` worker (memory, preparation)."""
+        return self.type == "local"
+
     @model_validator(mode="after")
     def _check_backend(self) -> CoachConfig:
         if self.type == "openai" and not self.base_url:

@@ -20,7 +20,7 @@ from mappa.config import ConfigError, RunConfig
 def check_before_run(config: RunConfig, run_id: str | None, say: Callable[[str], None] = print) -> None:
     """Every pre-flight check of a training run (`run_id`: the run it continues, if any, whose checkpoints
     count as written); `say` prints the notes (overlap, which model each agent loads)."""
-    from mappa.coach.build import check_coach_endpoint, check_coach_template
+    from mappa.coach.build import check_coach_ready
     from mappa.envs.registry import load_env_problems
     from mappa.inference.prepare import resolve_model
     from mappa.resources import check_resources
@@ -33,13 +33,10 @@ def check_before_run(config: RunConfig, run_id: str | None, say: Callable[[str],
     check_isolation(config.sandbox.isolation)  # every env runs model-written code
     store = ArtifactStore(config.storage.root)
     store.check_writable()
-    if config.coach.type in ("local", "openai"):
-        check_coach_template(config.coach)
-    if config.coach.type == "openai":
-        check_coach_endpoint(config.coach)
+    check_coach_ready(config.coach)
     for name, agent in config.agents.items():
         say(f"agent {name}: model {resolve_model(agent.model)}")
-    if config.coach.type == "local":  # a model that is not prepared is named with the command, here
+    if config.coach.runs_local_model:  # a model that is not prepared is named with the command, here
         say(f"coach: model {resolve_model(config.coach.model)}")
     check_resources(config, written_bytes=store.size(run_id, "checkpoints") if run_id else 0.0)
 

@@ -170,7 +170,7 @@ def memory_need(config: RunConfig, sizes: list[AgentSize]) -> Need:
         total += engines * each
         parts.append(f"{engines} vLLM engine(s) {engines * each / GB:.1f} GB")
     coach = 0.0
-    if config.coach.type == "local":
+    if config.coach.runs_local_model:
         from mappa.inference.prepare import resolve_model
 
         shapes = model_shapes(resolve_model(config.coach.model))

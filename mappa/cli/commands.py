@@ -278,7 +278,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 
 def cmd_rescore(args: argparse.Namespace) -> int:
-    from mappa.coach.build import check_coach_endpoint, check_coach_template
+    from mappa.coach.build import check_coach_ready
     from mappa.stages.rescore import check_rescore
     from mappa.storage.checkpoints import pruned_note
     from mappa.storage.run import Run
@@ -290,10 +290,7 @@ def cmd_rescore(args: argparse.Namespace) -> int:
         pruned = pruned_note(run, iteration)
         if pruned:
             note(f"{pruned}; re-scoring reads the rollout only")
-    if coach.type in ("local", "openai"):
-        check_coach_template(coach)
-    if coach.type == "openai":
-        check_coach_endpoint(coach)
+    check_coach_ready(coach)
     from mappa.flows.rescore import rescore
 
     code, result = run_logged(

@@ -47,7 +47,7 @@ def check_coach_template(config: CoachConfig) -> None:
     for name in config.templates()[1:]:
         check_coach_template(config.model_copy(update={"template": name, "schedule": []}))
     template = load_template(config.template)
-    if config.type == "local" and config.scoring == "criteria" and not template.criteria:
+    if config.runs_local_model and config.scoring == "criteria" and not template.criteria:
         raise ValueError(
             f"coach.scoring=criteria asks the template's yes/no questions, but template `{config.template}` "
             f"has no <<criteria>> section: add `seat: question` lines (as the templates in "
@@ -99,6 +99,15 @@ def _build(
     if config.type == "openai":
         return OpenAICoach(config, _api_key(config))
     raise ValueError(f"unknown coach.type {config.type!r}; choose local, openai, rubric or outcome")
+
+
+def check_coach_ready(config: CoachConfig) -> None:
+    """Before a run or a re-scoring starts: the template of a coach that reads one, the endpoint of a coach
+    that calls one; a ValueError names what is wrong and the fix."""
+    if config.reads_template:
+        check_coach_template(config)
+    if config.calls_endpoint:
+        check_coach_endpoint(config)
 
 
 def check_coach_endpoint(config: CoachConfig) -> None:

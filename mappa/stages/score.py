@@ -61,7 +61,7 @@ def score_iteration(run: Run, iteration: int) -> dict[str, Any]:
     manifest. A local coach's model is let go afterwards: it would sit idle, holding gigabytes, through
     the advantages, the update and the next rollout (the next score stage loads it again, in seconds)."""
     manifest = score_actions(run, iteration, "score", run.config.coach)
-    if run.config.coach.type == "local":
+    if run.config.coach.runs_local_model:
         release_worker(run.run_id, COACH)
     return manifest
 
@@ -112,7 +112,7 @@ def score_actions(
 def stage_coach(run: Run, coach_config: CoachConfig, worker_name: str) -> tuple[Coach, AnswerCache]:
     """The coach a score stage asks (a local one through the run's worker `worker_name`), with the run's
     answer cache."""
-    local = coach_config.type == "local"
+    local = coach_config.runs_local_model
     chat_fn, logprob_fn, grouped_fn = (
         local_coach_fns(run, coach_config, worker_name) if local else (None, None, None)
     )
