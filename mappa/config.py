@@ -27,6 +27,7 @@ from pydantic import (
     model_validator,
 )
 
+from mappa.envs.registry import DEFAULT_ENV
 from mappa.envs.spec import EnvSection, EnvSpec
 from mappa.inference.precision import resolve_bf16
 
@@ -427,7 +428,7 @@ class RunConfig(_Section):
     name: str = "run"
     seed: int = 0
     iterations: int = Field(2, ge=1)
-    env: SerializeAsAny[EnvSection] = Field(default_factory=lambda: _env_spec("mathchat").config())
+    env: SerializeAsAny[EnvSection] = Field(default_factory=lambda: _env_spec(DEFAULT_ENV).config())
     """The env's own section: its model is the env's (`EnvSpec.config`), chosen by `env.type`."""
     agents: dict[str, AgentConfig]
     coach: CoachConfig = Field(default_factory=CoachConfig)
@@ -452,12 +453,12 @@ class RunConfig(_Section):
     @field_validator("env", mode="before")
     @classmethod
     def _env_section(cls, value: Any) -> Any:
-        """Validate `env:` with the section model of the env that `env.type` names (default: mathchat)."""
+        """Validate `env:` with the section model of the env that `env.type` names (default: DEFAULT_ENV)."""
         if isinstance(value, EnvSection):
             return value
         if not isinstance(value, dict):
             raise ValueError(f"env must be a section (a mapping with `type:`), not {type(value).__name__}")
-        env_type = value.get("type", "mathchat")
+        env_type = value.get("type", DEFAULT_ENV)
         return _env_spec(env_type).config.model_validate({**value, "type": env_type})
 
     @model_validator(mode="before")
@@ -468,7 +469,7 @@ class RunConfig(_Section):
         if not isinstance(data, dict):
             return data
         env, coach = data.get("env"), data.get("coach")
-        env_type = env.get("type", "mathchat") if isinstance(env, dict) else getattr(env, "type", "mathchat")
+        env_type = (env.get("type") if isinstance(env, dict) else getattr(env, "type", None)) or DEFAULT_ENV
         if (coach is None or isinstance(coach, dict)) and "template" not in (coach or {}):
             try:
                 template = _env_spec(env_type).coach_template

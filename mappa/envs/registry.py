@@ -23,6 +23,8 @@ from mappa.envs.spec import EnvSpec
 
 ENTRY_POINT_GROUP = "mappa.envs"
 BUILTIN_ENVS = {"mathchat": "mappa.envs.mathchat:SPEC", "dsbench": "mappa.envs.dsbench:SPEC"}
+DEFAULT_ENV = "mathchat"
+"""The env of a config whose `env:` names no type."""
 
 
 class EnvNotFound(ValueError):
