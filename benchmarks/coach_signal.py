@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import os
 import time
@@ -64,11 +65,19 @@ def load_trajectories(root: str, run_id: str, stage: str, max_actions: int) -> l
     for trajectory in (t for frame in frames for t in frame_to_trajectories(frame)):
         if count + len(trajectory.actions) > max_actions:
             break
-        kept.append(trajectory)
+        kept.append(_named_by_run(trajectory, run_id))
         count += len(trajectory.actions)
     if not kept:
         raise SystemExit(f"no finished {stage} in run {run_id} under {root}")
     return kept
+
+
+def _named_by_run(trajectory, run_id: str):
+    """The trajectory with its id (and so its actions' ids) prefixed by its run's: runs of one seed share
+    trajectory ids (`iter-0000-<problem>-s0`), and scores are matched to actions by id."""
+    tid = f"{run_id}:{trajectory.id}"
+    actions = tuple(dataclasses.replace(a, trajectory_id=tid) for a in trajectory.actions)
+    return dataclasses.replace(trajectory, id=tid, actions=actions)
 
 
 def pairwise_auc(scores: list[float], truth: list[float]) -> float | None:
