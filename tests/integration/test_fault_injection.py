@@ -4,10 +4,9 @@ The artifact root is `s3://mappa/runs` on a real S3 endpoint (moto's server on l
 in a child process (its own Ray, the session's Prefect server, a scripted OpenAI-compatible coach on
 loopback). The S3 credentials and the coach's API key reach the children through their environment only
 (random values per test): the config names neither. The run's whole process tree is killed inside the
-score stage; the first `mappa resume` is then killed inside the update stage, the next stopped by Ctrl-C
-inside the advantages stage (exit code 130, one line, no traceback), killed between the last update
-(a new checkpoint written) and the checkpoint retention that deletes the old one, and a last resume
-finishes the run.
+score stage; the first `mappa resume` is then stopped by Ctrl-C inside the update stage, one agent trained
+(exit code 130, one line, no traceback), the next killed between the last update (a new checkpoint
+written) and the checkpoint retention that deletes the old one, and a last resume finishes the run.
 
 Checked:
 - every stage finished exactly once and only the killed stages started twice (the run's events); every
@@ -58,13 +57,13 @@ COACH_KEY_ENV = "MAPPA_TEST_COACH_KEY"
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 KILLS = (  # (stage, iteration, event that must have happened inside the stage before the kill), in run order
     ("score", 0, None),  # killed by the coach server itself, at its third request
-    # one agent trained and checkpointed, the others not: the resume's fresh workers load that agent's
-    # iteration-0 checkpoint, train the others and roll out iteration 1 with all of them
+    # stopped by Ctrl-C (SIGINT to the process group), not SIGKILL, once one agent trained and checkpointed
+    # and the others not: the resume's fresh workers load that agent's iteration-0 checkpoint, train the
+    # others and roll out iteration 1 with all of them
     ("update", 0, "agent-finished"),
-    ("advantages", 1, None),  # stopped by Ctrl-C (SIGINT to the process group), not SIGKILL
     ("update", 1, "finished"),  # the new state written, the old one (iteration 0's) not yet deleted
 )
-CTRL_C = ("advantages", 1)
+CTRL_C = ("update", 0)
 
 
 def write_config(folder: Path, tiny_model: Path, coach_url: str, root: str | Path) -> Path:
