@@ -95,21 +95,17 @@ async def run_codepair(
         pending = [e for e in pending if not (e.result is not None and e.result.ok)]
 
     replies = await agents["reviewer"].act([reviewer_observation(e) for e in episodes])
-    finals = []
-    for episode, reply in zip(episodes, replies):
-        correction = extract_python_block(reply.generation.text)
-        result = None
-        if correction is not None:
-            [result] = await run_programs_async(
-                [(_with_example(correction, episode.problem), None, limits)], SANDBOX_CONCURRENCY
-            )
+    corrections = [extract_python_block(r.generation.text) for r in replies]  # None: approved as it is
+    runs = [(_with_example(code, e.problem), None, limits) for code, e in zip(corrections, episodes)]
+    results = await run_programs_async(runs, SANDBOX_CONCURRENCY)
+    for episode, reply, correction, result in zip(episodes, replies, corrections, results):
         episode.record("reviewer", 0, reply, correction, result)
-        finals.append(correction if correction is not None else episode.code)
+    finals = [c if c is not None else e.code for c, e in zip(corrections, episodes)]
 
     marker = secrets.token_hex(8)  # the harness prints its count after it: code cannot print a fake one
-    programs = [code for e, final in zip(episodes, finals) for code in (final, e.code)]
+    to_grade = [(code, e.problem) for e, final in zip(episodes, finals) for code in (final, e.code)]
     graded = await run_programs_async(
-        [(_with_tests(code, e.problem, marker), None, limits) for e, code in zip(_twice(episodes), programs)],
+        [(_with_tests(code, problem, marker), None, limits) for code, problem in to_grade],
         SANDBOX_CONCURRENCY,
     )
     trajectories = []
@@ -176,10 +172,6 @@ def _passed(result: ToolResult | None, marker: str) -> int:
         return 0
     counts = [line.split()[-1] for line in result.stdout.splitlines() if line.startswith(marker + " ")]
     return int(counts[-1]) if counts and counts[-1].isdigit() else 0
-
-
-def _twice(episodes: list[_Episode]) -> list[_Episode]:
-    return [e for e in episodes for _ in range(2)]
 
 
 def hidden_test_reference(trajectory: Trajectory, action: Action) -> str | None:
