@@ -33,9 +33,9 @@ from mappa.agents.tool_calls import extract_python_block
 from mappa.core.types import Action, Problem, ToolResult, Trajectory
 from mappa.envs.feedback import clip, describe_result
 from mappa.envs.spec import EnvSection, EnvSpec, SeatRule
+from mappa.envs.tabular_builtin import load_task_problems, paths_to_hide, problem_to_task, write_workspace
 from mappa.envs.tabular_grading import grade_submission
 from mappa.envs.tabular_task import OUTPUTS
-from mappa.envs.tabular_tasks import load_task_problems, paths_to_hide, problem_to_task, write_workspace
 from mappa.sandbox import SandboxLimits, run_programs_async
 
 SEATS = ("data_engineer", "modeler", "analyst")

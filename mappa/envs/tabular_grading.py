@@ -19,7 +19,7 @@ DSBench tasks (metric "dsbench-script") are checked against sample_submission.cs
 file's ids, reordered like the answer file, and scored by the competition's own script
 (`mappa.envs.dsbench_data`); their baseline and reference are the figures DSBench published.
 
-What this module does not do: protect the labels from the agents (see `tabular_tasks.paths_to_hide`),
+What this module does not do: protect the labels from the agents (see `tabular_builtin.paths_to_hide`),
 judge the agents' code or their other files (X_train.pkl, model.pkl...), or time anything.
 """
 
@@ -44,7 +44,7 @@ from sklearn.pipeline import Pipeline, make_pipeline
 from sklearn.preprocessing import OneHotEncoder
 
 from mappa.envs import dsbench_data
-from mappa.envs.tabular_tasks import METRICS, TabularTask, hidden_labels, public_frames, task_classes
+from mappa.envs.tabular_builtin import METRICS, TabularTask, hidden_labels, public_frames, task_classes
 
 _REFERENCE_TREES = 200
 

@@ -1,6 +1,6 @@
 """What a tabular modelling task is (`TabularTask`), its kinds, metrics and public file names.
 
-Built-in tasks come from `mappa.envs.tabular_tasks`, DSBench ones from `mappa.envs.dsbench_data`; both
+Built-in tasks come from `mappa.envs.tabular_builtin`, DSBench ones from `mappa.envs.dsbench_data`; both
 make these.
 """
 

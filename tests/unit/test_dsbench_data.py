@@ -20,8 +20,7 @@ from mappa.envs.dsbench_data import (
     load_dsbench_tasks,
     score_with_script,
 )
-from mappa.envs.tabular_grading import grade_submission
-from mappa.envs.tabular_tasks import (
+from mappa.envs.tabular_builtin import (
     hidden_labels,
     load_task_problems,
     paths_to_hide,
@@ -29,6 +28,7 @@ from mappa.envs.tabular_tasks import (
     task_to_problem,
     write_workspace,
 )
+from mappa.envs.tabular_grading import grade_submission
 
 RMSE_SCRIPT = textwrap.dedent(
     """

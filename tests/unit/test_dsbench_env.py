@@ -12,7 +12,7 @@ from mappa.agents.agent import Agent
 from mappa.coach.prompt import build_requests
 from mappa.coach.rubric import RubricCoach
 from mappa.envs.dsbench import ROLES, SEATS, TASK, metrics_reference, run_dsbench
-from mappa.envs.tabular_tasks import (
+from mappa.envs.tabular_builtin import (
     builtin_tasks,
     hidden_labels,
     paths_to_hide,

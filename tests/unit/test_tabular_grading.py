@@ -13,13 +13,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from mappa.envs.tabular_builtin import builtin_tasks, hidden_labels, public_frames
 from mappa.envs.tabular_grading import (
     compute_metric,
     grade_submission,
     reference_scores,
     relative_performance,
 )
-from mappa.envs.tabular_tasks import builtin_tasks, hidden_labels, public_frames
 
 TASKS = {task.name: task for task in builtin_tasks("train") + builtin_tasks("eval")}
 SPECIES = TASKS["iris-species"]  # accuracy
