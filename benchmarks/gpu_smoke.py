@@ -35,8 +35,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository, without installing it
 
 from mappa.config import AlgoConfig, TrainerConfig  # noqa: E402
+from mappa.core.types import TrainSample  # noqa: E402
 from mappa.trainer.deepspeed_trainer import DeepSpeedTrainer  # noqa: E402
-from mappa.trainer.torch_trainer import TrainSample  # noqa: E402
 
 QWEN2_05B = dict(
     hidden_size=896,

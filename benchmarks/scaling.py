@@ -127,6 +127,8 @@ def update_agents(workers: dict[str, Any], batches: Batches, seed: int) -> dict[
     """Per agent, one after another: old + reference logprobs (one round trip), then one update."""
     import ray
 
+    from mappa.core.types import TrainSample
+
     logprob_s = update_s = 0.0
     tokens = 0
     for name, rows in batches.items():
@@ -146,14 +148,7 @@ def update_agents(workers: dict[str, Any], batches: Batches, seed: int) -> dict[
         samples = []
         for i, (p, r, o) in enumerate(zip(prompts, responses, old)):
             sign = 1.0 if i % 2 == 0 else -1.0  # fixed advantages: the update's work does not depend on them
-            samples.append(
-                {
-                    "prompt_token_ids": p,
-                    "response_token_ids": r,
-                    "old_logprobs": o,
-                    "advantages": [sign] * len(r),
-                }
-            )
+            samples.append(TrainSample(p, r, old_logprobs=o, advantages=[sign] * len(r)))
         ray.get(worker.train.remote(samples, seed))
         logprob_s += trained - started
         update_s += time.perf_counter() - trained

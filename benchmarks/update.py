@@ -140,7 +140,7 @@ class MappaSide:
 
     def step(self) -> dict[str, float]:
         from mappa.cluster.memory import release_freed_memory
-        from mappa.trainer.torch_trainer import TrainSample
+        from mappa.core.types import TrainSample
 
         prompts, responses = self.batch["prompts"], self.batch["responses"]
         started = time.perf_counter()

@@ -12,9 +12,10 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from mappa.config import AlgoConfig, TrainerConfig
 from mappa.core.advantages import compute_reinforce_pp_advantages, pad_sequences
+from mappa.core.types import TrainSample
 from mappa.inference.engine import SamplingParams
 from mappa.inference.hf import HFEngine
-from mappa.trainer.torch_trainer import TorchTrainer, TrainSample
+from mappa.trainer.torch_trainer import TorchTrainer
 
 SCALE = 8.0  # the most likely first token (the prompt's last one, through tied embeddings) then holds ~30-50%
 

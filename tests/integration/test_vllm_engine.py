@@ -144,6 +144,7 @@ def test_an_agent_with_two_engines_splits_generation_and_both_take_new_weights(m
 
     from mappa.cluster.ray_cluster import _worker, release_workers
     from mappa.config import validate_config
+    from mappa.core.types import TrainSample
 
     config = validate_config(
         {
@@ -161,12 +162,12 @@ def test_an_agent_with_two_engines_splits_generation_and_both_take_new_weights(m
         before = ray.get(group.chat.remote(chats, params))
         assert len(before) == 4
         samples = [
-            {
-                "prompt_token_ids": gen["prompt_token_ids"],
-                "response_token_ids": gen["token_ids"],
-                "old_logprobs": gen["logprobs"],
-                "advantages": [1.0] * len(gen["token_ids"]),
-            }
+            TrainSample(
+                prompt_token_ids=gen["prompt_token_ids"],
+                response_token_ids=gen["token_ids"],
+                old_logprobs=gen["logprobs"],
+                advantages=[1.0] * len(gen["token_ids"]),
+            )
             for _, gen, _ in before
         ]
         ray.get(group.train.remote(samples, 0))

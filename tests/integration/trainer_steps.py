@@ -19,8 +19,8 @@ from pathlib import Path
 import torch
 
 from mappa.config import AlgoConfig, LoraConfig, TrainerConfig
+from mappa.core.types import TrainSample
 from mappa.trainer.backend import make_trainer
-from mappa.trainer.torch_trainer import TrainSample
 
 ACTIONS = 7  # odd: with two ranks one holds more actions, and padding micro-batches run
 

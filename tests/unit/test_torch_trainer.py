@@ -3,7 +3,8 @@
 import torch
 
 from mappa.config import AlgoConfig, TrainerConfig
-from mappa.trainer.torch_trainer import TorchTrainer, TrainSample
+from mappa.core.types import TrainSample
+from mappa.trainer.torch_trainer import TorchTrainer
 
 
 def make_samples(trainer: TorchTrainer) -> list[TrainSample]:
