@@ -30,11 +30,12 @@ What it does NOT protect against:
   the wall clock; there is no limit on the number of processes (fork bombs) besides the timeout;
 - a determined attacker with a kernel exploit, or one abusing the machine's remaining kernel surface.
 
-How one run goes: the code is written to a uniquely named script in the work folder, and a small launcher
-(`python -I -S -c _LAUNCHER`) sets the resource limits on itself and then execs the real interpreter on the
-script, so the limits bind the model's code and its children but never bubblewrap or this process (no
-`preexec_fn`, which is unsafe in a multi-threaded parent such as a Ray worker). Under bubblewrap the
-launcher runs inside the sandbox.
+How one run goes: the code is written to a uniquely named script in the work folder (its path reads
+`program.py` in the output, so a traceback is the same text in every run and does not name the folder),
+and a small launcher (`python -I -S -c _LAUNCHER`) sets the resource limits on itself and then execs the
+real interpreter on the script, so the limits bind the model's code and its children but never bubblewrap
+or this process (no `preexec_fn`, which is unsafe in a multi-threaded parent such as a Ray worker). Under
+bubblewrap the launcher runs inside the sandbox.
 """
 
 from __future__ import annotations
@@ -63,6 +64,7 @@ log = logging.getLogger(__name__)
 
 ISOLATION_MODES = ("auto", "bwrap", "none")
 SCRIPT_PREFIX = ".mappa_snippet_"  # scripts of concurrent runs in a shared folder never show up in `files`
+SHOWN_SCRIPT = "program.py"  # the script's name in the output (tracebacks): the same in every run
 MAX_LISTED_FILES = 200
 MAX_WALKED_FILES = 10_000
 OPEN_FILES_LIMIT = 1024
@@ -408,8 +410,8 @@ async def run_python_async(
     killed_by_sandbox = outcome.timed_out or outcome.runaway_output
     exit_code = None if killed_by_sandbox else _normalise_exit(outcome.returncode, bwrap)
     return ToolResult(
-        stdout=outcome.stdout,
-        stderr=outcome.stderr,
+        stdout=outcome.stdout.replace(str(script), SHOWN_SCRIPT),
+        stderr=outcome.stderr.replace(str(script), SHOWN_SCRIPT),
         exit_code=exit_code,
         timed_out=outcome.timed_out,
         duration_s=round(outcome.duration_s, 3),

@@ -54,6 +54,15 @@ def test_exception_gives_nonzero_exit_and_traceback(limits: SandboxLimits) -> No
     assert result.error is None  # the program failed; the sandbox did not step in
 
 
+def test_a_traceback_reads_the_same_in_every_run(limits: SandboxLimits) -> None:
+    """The script's random path would reach the agents' prompts, making rollouts irreproducible."""
+    code = "def total(n):\n    return n * price\n\nprint(total(3))"
+    first, second = (run_python(code, limits=limits) for _ in range(2))
+    assert first.stderr == second.stderr
+    assert 'File "program.py", line 2, in total' in first.stderr
+    assert runner.SCRIPT_PREFIX not in first.stderr and "mappa-sandbox-" not in first.stderr
+
+
 def test_exit_codes_and_signals_are_reported_like_subprocess(limits: SandboxLimits) -> None:
     assert run_python("import sys; sys.exit(3)", limits=limits).exit_code == 3
     killed = run_python("import os, signal; os.kill(os.getpid(), signal.SIGKILL)", limits=limits)
