@@ -208,15 +208,21 @@ def print_lifts(lifts: dict) -> None:
     print("\nchange in held-out success (flexible), mean over seeds [95% paired bootstrap over problems]")
     for source, figures in lifts["correct_flexible"].items():
         base = figures["vs_base"]
-        seeds = ", ".join(f"{x:+.1%}" for x in base["per_seed"])
         low, high = base["ci95"]
         line = f"{source:<13} vs base {base['mean']:+6.1%} [{low:+.1%}, {high:+.1%}]"
-        line += f" seeds ({seeds}), gained {base['gained']} lost {base['lost']} of {base['problems']}"
+        line += f" seeds ({_per_seed(base)}),"
+        line += f" gained {base['gained']} lost {base['lost']} of {base['problems']}"
         if "vs_outcome" in figures:
             other = figures["vs_outcome"]
             low, high = other["ci95"]
-            line += f"; vs outcome {other['mean']:+.1%} [{low:+.1%}, {high:+.1%}]"
+            line += f"; vs outcome {other['mean']:+.1%} [{low:+.1%}, {high:+.1%}] seeds ({_per_seed(other)})"
         print(line)
+
+
+def _per_seed(figures: dict) -> str:
+    """Each seed's change with its own interval."""
+    pairs = zip(figures["per_seed"], figures["per_seed_ci95"])
+    return ", ".join(f"{value:+.1%} [{low:+.1%}, {high:+.1%}]" for value, (low, high) in pairs)
 
 
 def summary_rows(args, runs: dict[tuple[str, int], str], iterations: int, base: dict) -> list[dict]:

@@ -11,8 +11,8 @@ the same for every seed) and each trained run's. For a source trained with seeds
 The 95% interval resamples the problems with replacement (the same draw for the base and every run:
 paired), 10,000 times, and takes the 2.5th and 97.5th percentiles of the recomputed statistic: it says
 how much the figure moves with another draw of problems like these. It does not cover another draw of
-seeds; the per-seed values and their range are reported beside it for that. Gained / lost: per seed, the
-problems the base got wrong and the trained team right, and the other way round.
+seeds; the per-seed values, each with its own interval, are reported beside it for that. Gained / lost:
+per seed, the problems the base got wrong and the trained team right, and the other way round.
 
 Not covered: multiple-comparison corrections, hierarchical (problem x seed) bootstraps.
 """
@@ -48,6 +48,7 @@ def lift(base: np.ndarray, after: np.ndarray) -> dict:
         "mean": mean,
         "ci95": [low, high],
         "per_seed": per_seed,
+        "per_seed_ci95": _per_seed_intervals(after - base),
         "gained": [int(((base == 0) & (row == 1)).sum()) for row in after],
         "lost": [int(((base == 1) & (row == 0)).sum()) for row in after],
         "problems": int(base.size),
@@ -60,4 +61,14 @@ def difference(one: np.ndarray, other: np.ndarray) -> dict:
     if one.shape != other.shape:
         raise ValueError(f"paired sources need the same seeds and problems: {one.shape} vs {other.shape}")
     mean, low, high = bootstrap_interval(one - other)
-    return {"mean": mean, "ci95": [low, high], "per_seed": (one - other).mean(axis=1).tolist()}
+    return {
+        "mean": mean,
+        "ci95": [low, high],
+        "per_seed": (one - other).mean(axis=1).tolist(),
+        "per_seed_ci95": _per_seed_intervals(one - other),
+    }
+
+
+def _per_seed_intervals(differences: np.ndarray) -> list[list[float]]:
+    """Each seed's own 95% interval over problems (seeds x problems in)."""
+    return [list(bootstrap_interval(row[None, :])[1:]) for row in differences]

@@ -18,6 +18,9 @@ def test_lift_counts_gains_and_losses_per_seed_and_averages_over_seeds():
     assert result["gained"] == [1, 2] and result["lost"] == [1, 0] and result["problems"] == 4
     low, high = result["ci95"]
     assert low <= 0.25 <= high
+    (low0, high0), (low1, high1) = result["per_seed_ci95"]
+    assert low0 < 0.0 < high0  # seed 0: one gained, one lost
+    assert 0.0 <= low1 <= 0.5 <= high1 <= 1.0  # seed 1: two gained, none lost: never below 0
 
 
 def test_the_interval_is_a_point_when_every_problem_moves_alike_and_wide_when_they_differ():
@@ -32,5 +35,6 @@ def test_two_sources_are_compared_paired_by_seed_and_problem():
     other = np.array([[0, 1, 0, 0], [1, 0, 0, 0]])
     result = difference(one, other)
     assert result["mean"] == pytest.approx(0.375) and result["per_seed"] == [0.25, 0.5]
+    assert len(result["per_seed_ci95"]) == 2
     with pytest.raises(ValueError, match="same seeds and problems"):
         difference(one, other[:1])
