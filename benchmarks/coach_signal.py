@@ -187,10 +187,13 @@ def separation(scored: dict[str, list], methods: list[str], runs: list[str], sec
 
 
 def per_question(scores: list, index: list[int], truth: list[float]) -> dict[str, float | None]:
-    """The pairwise AUC of each criteria question's P(Yes) alone (criteria scoring only)."""
+    """The pairwise AUC of each criteria question's credit alone (P(Yes), or P(No) for a question marked
+    `(no)`; criteria scoring only)."""
+    from mappa.coach.criteria import credit
+
     asked = [scores[i].criteria or {} for i in index]
     questions = sorted({q for answers in asked for q in answers})
-    return {q: pairwise_auc([answers.get(q, 0.0) for answers in asked], truth) for q in questions}
+    return {q: pairwise_auc([credit(q, answers.get(q, 0.5)) for answers in asked], truth) for q in questions}
 
 
 def print_rows(rows: list[dict]) -> None:

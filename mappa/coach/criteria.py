@@ -8,10 +8,14 @@ For each action this coach shows the model the action (the template's context, t
 reads the next-token probabilities of "Yes" and "No" at the start of the answer (the questions of one
 action share its context, whose KV cache the engine computes once: `HFEngine.grouped_next_token_logprobs`):
 
-    p_i = P(Yes) / (P(Yes) + P(No))   for criterion i of the seat;   score = 10 * mean_i p_i
+    p_i = P(Yes) / (P(Yes) + P(No))   for criterion i of the seat;   score = 10 * mean_i c_i
+
+where c_i = p_i, or 1 - p_i for a question whose good answer is No (written `(no) Does ...?`): "Does the
+solver's text contain the team's wrong final answer?" is such a fact.
 
 A question may name its evidence (`[response]`, `[program]`, `[final]`: `mappa.coach.evidence`); it is
 then asked about that piece alone, which is what makes a 0.5B model a usable judge (`mathchat-facts`).
+The evidence tag comes first, then the `(no)` mark: `solver: [response] (no) Does the text ...?`.
 The rationale lists every question's p. A seat without criteria gets the neutral 5 (and parse_status
 `fallback`), so a template that forgets one is visible in the score stage's parse statistics.
 
@@ -33,6 +37,7 @@ GroupedLogprobFn = Callable[[list[list[list[dict[str, str]]]], list[str]], Await
 ANSWERS = ["Yes", "No"]
 QUESTION_FORMAT = "\n\nQUESTION: {question}\nAnswer with Yes or No only."
 NEUTRAL_SCORE = 5.0
+WANTS_NO = "(no)"  # a question's mark, after its evidence tag: its good answer is No
 
 
 def yes_probability(yes_logprob: float, no_logprob: float) -> float:
@@ -42,13 +47,25 @@ def yes_probability(yes_logprob: float, no_logprob: float) -> float:
     return yes / (yes + no)
 
 
+def wants_no(question: str) -> tuple[bool, str]:
+    """(whether No is the good answer, the question without the mark); the evidence tag already split off."""
+    if question.startswith(WANTS_NO):
+        return True, question.removeprefix(WANTS_NO).strip()
+    return False, question
+
+
+def credit(question: str, p_yes: float) -> float:
+    """What one answer adds to the score: P(Yes), or P(No) for a question marked `(no)`."""
+    return 1.0 - p_yes if wants_no(split_tag(question)[1])[0] else p_yes
+
+
 def question_chat(request: CoachRequest, question: str) -> list[dict[str, str]]:
     """The chat that asks one criterion of one action: the action's context with the question appended,
     or, for a question tagged with its evidence (`[program] Did the program print ...`), that piece of
     the action alone (`mappa.coach.evidence`). `${answer}` becomes the reference answer (only where the
     request carries ground truth), `${final}` the team's final answer."""
     tag, question = split_tag(question)
-    question = _filled(request, question)
+    question = _filled(request, wants_no(question)[1])
     if tag is not None:
         if request.action is None or request.trajectory is None:
             raise ValueError(f"request {request.action_id}: evidence [{tag}] needs the action on the request")
@@ -100,11 +117,14 @@ class CriteriaCoach:
 
     def _verdict(self, request: CoachRequest, answered: list[tuple[str, float]]) -> ActionScore:
         if answered:
-            value = 10 * sum(p for _, p in answered) / len(answered)
+            value = 10 * sum(credit(q, p) for q, p in answered) / len(answered)
             # the questions as the coach read them ("Did the program print the number 14?"); the
-            # criteria keep the template's wording, one key per question across actions
-            asked = (_filled(request, split_tag(question)[1]) for question, _ in answered)
-            rationale = "; ".join(f"P(yes)={p:.2f}: {q}" for q, (_, p) in zip(asked, answered))
+            # criteria keep the template's wording (with its marks), one key per question across actions
+            asked = (wants_no(split_tag(question)[1]) for question, _ in answered)
+            rationale = "; ".join(
+                f"P(yes)={p:.2f}{' (good answer: no)' if no else ''}: {_filled(request, q)}"
+                for (no, q), (_, p) in zip(asked, answered)
+            )
             status = "ok"
         else:
             value, status = NEUTRAL_SCORE, "fallback"
@@ -118,5 +138,5 @@ class CriteriaCoach:
             coach_model=self.model_name,
             parse_status=status,
             used_ground_truth=request.used_ground_truth,
-            criteria=dict(answered) or None,  # each question's P(Yes), for the trackers
+            criteria=dict(answered) or None,  # each question's P(Yes) (not its credit), for the trackers
         )

@@ -114,6 +114,24 @@ def test_a_tagged_question_is_asked_about_its_piece_of_the_action_alone(trajecto
         question_chat(blind, "[response] Does it contain ${answer}?")
 
 
+def test_a_question_marked_no_credits_the_no_answer():
+    """`(no)`: the question's good answer is No, so it adds P(No); asked without the mark."""
+    template = parse_template(TEMPLATE.replace("verifier: Q-verifier-2?", "verifier: (no) Q-verifier-2?"))
+    asked = []
+
+    async def logprob_fn(groups, candidates):
+        questions = [chat[-1]["content"].split("QUESTION: ")[1].split("\n")[0] for g in groups for chat in g]
+        asked.extend(questions)
+        return [[[math.log(0.9), math.log(0.1)] for _ in group] for group in groups]  # P(Yes) 0.9 each
+
+    requests = build_requests(_trajectory(), "task", ROLES, template, False)
+    verifier = asyncio.run(CriteriaCoach(logprob_fn, "m", template).score(requests))[2]
+    assert asked[-1] == "Q-verifier-2?"
+    assert verifier.score == pytest.approx(10 * (0.9 + 0.1) / 2)
+    assert verifier.criteria == pytest.approx({"Q-verifier-1?": 0.9, "(no) Q-verifier-2?": 0.9})
+    assert "P(yes)=0.90 (good answer: no): Q-verifier-2?" in verifier.rationale
+
+
 def test_the_rationale_shows_each_question_as_the_coach_read_it(trajectory):
     """The rationale has the reference filled in and no evidence tag; the criteria keep the template's
     wording (one tracker key per question across actions)."""
