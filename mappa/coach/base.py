@@ -152,13 +152,6 @@ class LLMCoach(ABC):
         return [s for s in scores if s is not None], stale
 
     def _make(self, request: CoachRequest, value: float, rationale: str, status: str) -> ActionScore:
-        return ActionScore(
-            action_id=request.action_id,
-            trajectory_id=request.trajectory_id,
-            agent=request.agent,
-            score=value,
-            rationale=trim_rationale(rationale, self.max_rationale_chars),
-            coach_model=self.model_name,
-            parse_status=status,
-            used_ground_truth=request.used_ground_truth,
+        return request.verdict(
+            self.model_name, value, trim_rationale(rationale, self.max_rationale_chars), status
         )

@@ -129,14 +129,6 @@ class CriteriaCoach:
         else:
             value, status = NEUTRAL_SCORE, "fallback"
             rationale = f"no criteria for seat {request.agent!r} in template {self._template.name!r}"
-        return ActionScore(
-            action_id=request.action_id,
-            trajectory_id=request.trajectory_id,
-            agent=request.agent,
-            score=round(value, 4),
-            rationale=rationale,
-            coach_model=self.model_name,
-            parse_status=status,
-            used_ground_truth=request.used_ground_truth,
-            criteria=dict(answered) or None,  # each question's P(Yes) (not its credit), for the trackers
-        )
+        # each question's P(Yes) (not its credit), for the trackers
+        criteria = dict(answered) or None
+        return request.verdict(self.model_name, round(value, 4), rationale, status, criteria=criteria)

@@ -64,16 +64,5 @@ class ExpectedScoreCoach:
                 f"expected score {value:.2f} from the coach's score-token probabilities "
                 f"(mode {mode} at {dist[mode]:.0%}; score tokens held {covered:.0%} of the next-token mass)"
             )
-            scores.append(
-                ActionScore(
-                    action_id=request.action_id,
-                    trajectory_id=request.trajectory_id,
-                    agent=request.agent,
-                    score=round(value, 4),
-                    rationale=rationale,
-                    coach_model=self.model_name,
-                    parse_status="ok",
-                    used_ground_truth=request.used_ground_truth,
-                )
-            )
+            scores.append(request.verdict(self.model_name, round(value, 4), rationale))
         return scores

@@ -30,13 +30,9 @@ class OutcomeCoach:
                 "build requests with mappa.coach.build_requests"
             )
         correct = request.trajectory.correct
-        return ActionScore(
-            action_id=request.action_id,
-            trajectory_id=request.trajectory_id,
-            agent=request.agent,
-            score=SUCCESS_SCORE if correct else FAILURE_SCORE,
-            rationale=f"outcome only: the team {'succeeded' if correct else 'failed'}",
-            coach_model=self.model_name,
-            parse_status="ok",
+        return request.verdict(
+            self.model_name,
+            SUCCESS_SCORE if correct else FAILURE_SCORE,
+            f"outcome only: the team {'succeeded' if correct else 'failed'}",
             used_ground_truth=True,
         )

@@ -30,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mappa.core.types import Action, ToolResult, Trajectory
+from mappa.core.types import Action, ActionScore, ToolResult, Trajectory
 from mappa.envs.spec import answer_reference
 
 TEMPLATE_DIR = Path(__file__).parent / "templates"
@@ -91,6 +91,30 @@ class CoachRequest:
     trajectory: Trajectory | None = field(default=None, compare=False, repr=False)
     context_messages: list[dict[str, str]] | None = field(default=None, compare=False, repr=False)
     """The system message and the user part before `<<scoring>>`: what a criteria coach asks about."""
+
+    def verdict(
+        self,
+        coach_model: str,
+        score: float,
+        rationale: str,
+        parse_status: str = "ok",
+        *,
+        used_ground_truth: bool | None = None,
+        criteria: dict[str, float] | None = None,
+    ) -> ActionScore:
+        """The coach's verdict on this request's action (the one way a coach builds an `ActionScore`).
+        `used_ground_truth` defaults to whether the request showed it."""
+        return ActionScore(
+            action_id=self.action_id,
+            trajectory_id=self.trajectory_id,
+            agent=self.agent,
+            score=score,
+            rationale=rationale,
+            coach_model=coach_model,
+            parse_status=parse_status,
+            used_ground_truth=self.used_ground_truth if used_ground_truth is None else used_ground_truth,
+            criteria=criteria,
+        )
 
     def content_hash(self) -> str:
         """Hash of what the coach sees (messages and template version): a cache key with the coach model."""

@@ -48,13 +48,4 @@ class RubricCoach:
             )
         # ground truth only where the request carries it (an env may show it for some actions only)
         rule_id, value, why = rule(request.action, request.trajectory, request.used_ground_truth)
-        return ActionScore(
-            action_id=request.action_id,
-            trajectory_id=request.trajectory_id,
-            agent=request.agent,
-            score=float(value),
-            rationale=f"rule {rule_id}: {why}",
-            coach_model=self.model_name,
-            parse_status="ok",
-            used_ground_truth=request.used_ground_truth,
-        )
+        return request.verdict(self.model_name, float(value), f"rule {rule_id}: {why}")

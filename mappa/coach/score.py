@@ -72,16 +72,8 @@ def rule_verdict(request: CoachRequest, config: CoachConfig, model_name: str) ->
     why = unusable_output(request.action)
     if why is None:
         return None
-    return ActionScore(
-        action_id=request.action_id,
-        trajectory_id=request.trajectory_id,
-        agent=request.agent,
-        score=config.empty_action_score,
-        rationale=f"rule {why}; scored {config.empty_action_score:g} without asking the coach",
-        coach_model=model_name,
-        parse_status=RULE,
-        used_ground_truth=request.used_ground_truth,
-    )
+    rationale = f"rule {why}; scored {config.empty_action_score:g} without asking the coach"
+    return request.verdict(model_name, config.empty_action_score, rationale, RULE)
 
 
 async def score_trajectories(
