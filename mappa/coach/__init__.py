@@ -10,7 +10,6 @@ Not covered here: caching coach answers and writing score artifacts (the score s
 """
 
 from mappa.coach.base import Coach, CoachError, CoachUnavailableError, LLMCoach
-from mappa.coach.bias import coach_bias_report
 from mappa.coach.build import build_coach
 from mappa.coach.local import LocalCoach
 from mappa.coach.openai import OpenAICoach
@@ -24,6 +23,7 @@ from mappa.coach.prompt import (
 )
 from mappa.coach.rubric import RubricCoach
 from mappa.coach.score import build_all_requests, score_trajectories
+from mappa.coach.score_agreement import coach_bias_report
 
 __all__ = [
     "Coach",

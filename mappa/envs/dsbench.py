@@ -59,13 +59,6 @@ class DSBenchEnvConfig(EnvSection):
     workspace is removed once its submission is graded."""
 
 
-TASK = (
-    "Three agents build a tabular modelling pipeline together, handing files to each other through a "
-    "shared workspace: a Data Engineer prepares features, a Modeler trains a model, an Analyst writes the "
-    "predictions for the test set as submission.csv."
-)
-
-
 ROLES = {
     "data_engineer": (
         "You are the Data Engineer in a team of three. Load train.csv and test.csv from the current folder "
@@ -264,7 +257,6 @@ SPEC = EnvSpec(
     type="dsbench",
     seats=SEATS,
     roles=ROLES,
-    task=TASK,
     run=_run,
     load_problems=load_task_problems,
     config=DSBenchEnvConfig,

@@ -50,8 +50,6 @@ class MathChatEnvConfig(EnvSection):
     Evaluations report the strict boxed success either way."""
 
 
-TASK = "Three agents solve a math problem: reasoning, checking it with Python code, then a final answer."
-
 ROLES = {
     "solver": (
         "You are the Problem Solver in a team of three. Solve the math problem step by step, briefly and "
@@ -219,7 +217,6 @@ SPEC = EnvSpec(
     type="mathchat",
     seats=SEATS,
     roles=ROLES,
-    task=TASK,
     run=_run,
     load_problems=_load_problems,
     config=MathChatEnvConfig,

@@ -9,7 +9,6 @@ What a spec holds:
 
     type            the env's name, as `env.type` gives it
     seats, roles    the agents in acting order, and the system prompt of each
-    task            one sentence the coach reads about what the team does
     config          the env's config section (a pydantic model deriving from `EnvSection`)
     run             rolls out a batch: (trajectory id, problem) pairs, agents by seat, sandbox limits, the
                     env's config section -> trajectories, graded (`Trajectory.correct`, `final_answer`)
@@ -72,7 +71,6 @@ class EnvSpec:
     type: str
     seats: tuple[str, ...]
     roles: dict[str, str]
-    task: str
     run: RunFn
     load_problems: Callable[[str], list[Problem]]
     config: type[EnvSection]

@@ -4,11 +4,11 @@
                         out of the gradient; `rule`: no usable output, scored by rule), per agent, and for
                         the criteria coach each question's mean P(Yes) per agent
     bias                mean score per agent and for correct vs incorrect trajectories (a coach whose scores
-                        do not track outcomes at all is visible here; `mappa.coach.bias`)
+                        do not track outcomes at all is visible here; `mappa.coach.score_agreement`)
     mean_score_by_kind  the same per task kind, where the env grades by kind
     rubric_agreement    an LLM coach's per-agent correlation with the env's rubric on the same actions (None
                         for the rubric itself and for an env without a rubric)
-    answer_shares, bias_warnings   the coach-bias watch (`mappa.coach.drift`): each agent's share of
+    answer_shares, bias_warnings   the coach-bias watch (`mappa.coach.exploit_watch`): each agent's share of
                         repeated and copied-from-prompt final answers, and the warnings (a category whose
                         mean score rose over the last DRIFT_WINDOW iterations with flat success; an answer
                         share that jumped), which the flow logs and the iteration report lists
@@ -22,10 +22,10 @@ import asyncio
 from collections import Counter
 from typing import Any
 
-from mappa.coach.bias import agreement_by_agent, coach_bias_report
 from mappa.coach.build import build_coach
-from mappa.coach.drift import answer_shares, collapse_warnings, drift_warnings
+from mappa.coach.exploit_watch import answer_shares, collapse_warnings, drift_warnings
 from mappa.coach.score import score_trajectories
+from mappa.coach.score_agreement import agreement_by_agent, coach_bias_report
 from mappa.config import CoachConfig
 from mappa.core.types import ActionScore, Trajectory
 from mappa.envs.outcome_summary import coach_score_by_kind
@@ -102,8 +102,9 @@ def watch_warnings(
     by_kind: dict[str, dict[str, float]] | None,
     shares: dict[str, dict[str, Any]],
 ) -> list[dict[str, Any]]:
-    """The coach-bias watch (`mappa.coach.drift`) over this iteration and the previous ones: score drift
-    per agent and per task kind against success, and answer collapse per agent since the last iteration."""
+    """The coach-bias watch (`mappa.coach.exploit_watch`) over this iteration and the previous ones: score
+    drift per agent and per task kind against success, and answer collapse per agent since the last
+    iteration."""
     history: dict[str, list[tuple[int, float, float]]] = {}
     previous_shares = None
     for k in range(max(0, iteration - DRIFT_WINDOW + 1), iteration + 1):

@@ -411,7 +411,7 @@ def test_score_trajectories_and_bias_report():
 
 
 def test_agreement_by_agent_is_pearson_per_agent():
-    from mappa.coach.bias import agreement_by_agent
+    from mappa.coach.score_agreement import agreement_by_agent
     from mappa.core.types import ActionScore
 
     def scores(values):

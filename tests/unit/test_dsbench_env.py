@@ -11,7 +11,7 @@ from scripted_chat import scripted
 from mappa.agents.agent import Agent
 from mappa.coach.prompt import build_requests
 from mappa.coach.rubric import RubricCoach
-from mappa.envs.dsbench import ROLES, SEATS, TASK, metrics_reference, run_dsbench
+from mappa.envs.dsbench import ROLES, SEATS, metrics_reference, run_dsbench
 from mappa.envs.tabular_builtin import (
     builtin_tasks,
     hidden_labels,
@@ -73,7 +73,12 @@ def _roll_out(script: dict[str, list[str]], max_turns: int = 2, tmp_path=None):
 
 def _rubric(trajectory, use_ground_truth: bool) -> list[tuple[str, float]]:
     requests = build_requests(
-        trajectory, TASK, ROLES, "dsbench", use_ground_truth, reference_fn=metrics_reference
+        trajectory,
+        trajectory.problem.question,
+        ROLES,
+        "dsbench",
+        use_ground_truth,
+        reference_fn=metrics_reference,
     )
     scores = asyncio.run(RubricCoach(use_ground_truth, "dsbench").score(requests))
     return [(s.rationale.split(":")[0].removeprefix("rule "), s.score) for s in scores]
@@ -140,11 +145,15 @@ def test_an_upstream_crash_is_blamed_upstream_not_on_who_reports_it():
 
 def test_ground_truth_reaches_the_coach_for_the_analyst_only(working):
     trajectory, _, _ = working
-    requests = build_requests(trajectory, TASK, ROLES, "dsbench", True, reference_fn=metrics_reference)
+    requests = build_requests(
+        trajectory, trajectory.problem.question, ROLES, "dsbench", True, reference_fn=metrics_reference
+    )
     shown = ["COMPUTED RESULT" in r.messages[1]["content"] for r in requests]
     assert shown == [False, False, True]
     assert [r.used_ground_truth for r in requests] == shown
-    without = build_requests(trajectory, TASK, ROLES, "dsbench", False, reference_fn=metrics_reference)
+    without = build_requests(
+        trajectory, trajectory.problem.question, ROLES, "dsbench", False, reference_fn=metrics_reference
+    )
     assert not any("COMPUTED RESULT" in r.messages[1]["content"] for r in without)
 
 

@@ -45,7 +45,7 @@ GOOD_ENV = """
         return []
 
     SPEC = EnvSpec(
-        type="echo", seats=("coder", "reviewer"), roles={"coder": "c", "reviewer": "r"}, task="t",
+        type="echo", seats=("coder", "reviewer"), roles={"coder": "c", "reviewer": "r"},
         run=run, load_problems=lambda source: [], config=EchoConfig,
     )
 """

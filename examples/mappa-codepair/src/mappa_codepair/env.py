@@ -36,7 +36,6 @@ from mappa.sandbox import SandboxLimits, run_programs_async
 from mappa_codepair.tasks import load_tasks
 
 SEATS = ("coder", "reviewer")
-TASK = "Two agents write a small Python function: a Coder writes it, a Reviewer approves it or corrects it."
 ROLES = {
     "coder": (
         "You are the Coder in a team of two. Write the requested Python function in one ```python block. "
@@ -217,7 +216,6 @@ SPEC = EnvSpec(
     type="codepair",
     seats=SEATS,
     roles=ROLES,
-    task=TASK,
     run=_run,
     load_problems=load_tasks,
     config=CodePairConfig,

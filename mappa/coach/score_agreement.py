@@ -1,4 +1,5 @@
-"""A small diagnostic of whether coach scores track outcomes: means per agent and per trajectory outcome.
+"""How the coach's scores agree with outcomes and with the rubric: means per agent and per trajectory
+outcome (`coach_bias_report`), correlation with a rubric's scores per agent (`agreement_by_agent`).
 
 `gap` = mean score on correct trajectories minus mean on incorrect ones. A clearly positive gap says
 scores follow outcomes; a gap near 0 says they do not (or that per-action quality varies independently
