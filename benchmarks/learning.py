@@ -6,10 +6,10 @@ problems, sampling seeds and updates per iteration), and evaluates the team gree
 before training (the base model, shared by every run: the same weights, greedy) and after the last
 iteration:
 
-    rubric    the rubric coach's explicit rules with ground truth (`mappa.envs.mathchat_rubric`)
     llm       an AI coach, no hand rules: Qwen2.5-Coder-0.5B-Instruct with ground truth, asked one fact per
               question about each action (`coach.template=mathchat-facts`, `coach.scoring=criteria`)
     outcome   outcome only: the trajectory's correctness (10 or 0) given to every action
+    rubric    (optional) the rubric coach's explicit rules with ground truth (`mappa.envs.mathchat_rubric`)
     rubric-nogt  (optional) the rubric without ground truth: it judges each action alone
 
 Held-out success is reported strictly (the verifier's `\\boxed{}` answer, as the trainer grades it) and
@@ -59,7 +59,7 @@ SOURCES = {
     "outcome": ["coach.type=outcome"],
     "rubric-nogt": ["coach.type=rubric", "coach.use_ground_truth=false"],
 }
-DEFAULT_SOURCES = ["rubric", "llm", "outcome"]
+DEFAULT_SOURCES = ["llm", "outcome"]  # the AI coach against outcome-only; `rubric` on request
 
 
 def parse_args() -> argparse.Namespace:
