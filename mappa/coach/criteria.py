@@ -13,11 +13,6 @@ action share its context, whose KV cache the engine computes once: `HFEngine.gro
 where c_i = p_i, or 1 - p_i for a question whose good answer is No (written `(no) Does ...?`): "Does the
 solver's text contain the team's wrong final answer?" is such a fact.
 
-The questions are asked as they read once filled in (`${answer}`, `${final}`): one that reads like an
-earlier one of the seat is asked once, and a `(no)` question that reads like a yes question is left out,
-since it would cancel it (the solver's "(no) Does the text contain the number ${final}?" when the team's
-final answer is the reference: "Does the text contain the number 14?" both times).
-
 A question may name its evidence (`[response]`, `[program]`, `[final]`: `mappa.coach.evidence`); it is
 then asked about that piece alone, which is what makes a 0.5B model a usable judge (`mathchat-facts`).
 The evidence tag comes first, then the `(no)` mark: `solver: [response] (no) Does the text ...?`.
@@ -101,27 +96,6 @@ def _filled(request: CoachRequest, question: str) -> str:
     return question
 
 
-def asked_questions(request: CoachRequest, questions: list[str]) -> list[str]:
-    """The seat's questions this action is asked: each as it reads once filled in (with its evidence tag),
-    once; a `(no)` question that reads like a yes question of the seat is left out (it would cancel it)."""
-    keyed = [(question, *_reading(request, question)) for question in questions]
-    yes_readings = {reading for _, reading, no in keyed if not no}
-    asked, seen = [], set()
-    for question, reading, no in keyed:
-        if (reading, no) in seen or (no and reading in yes_readings):
-            continue
-        seen.add((reading, no))
-        asked.append(question)
-    return asked
-
-
-def _reading(request: CoachRequest, question: str) -> tuple[tuple[str | None, str], bool]:
-    """((evidence tag, the question filled in), whether its good answer is No)."""
-    tag, text = split_tag(question)
-    no, text = wants_no(text)
-    return (tag, _filled(request, text)), no
-
-
 class CriteriaCoach:
     """Scores each action with the mean P(Yes) over its seat's yes/no criteria, times 10."""
 
@@ -131,7 +105,7 @@ class CriteriaCoach:
         self._template = template
 
     async def score(self, requests: list[CoachRequest]) -> list[ActionScore]:
-        questions = [asked_questions(r, self._template.criteria_for(r.agent)) for r in requests]
+        questions = [self._template.criteria_for(r.agent) for r in requests]
         groups = [[question_chat(r, q) for q in qs] for r, qs in zip(requests, questions) if qs]
         rows = iter(await self._logprob_fn(groups, ANSWERS) if groups else [])
         verdicts = []

@@ -145,32 +145,3 @@ def test_the_rationale_shows_each_question_as_the_coach_read_it(trajectory):
     assert "P(yes)=0.25: Does the text contain the number 4?" in score.rationale
     assert "${answer}" not in score.rationale and "[response]" not in score.rationale
     assert "[response] Does the text contain the number ${answer}?" in score.criteria
-
-
-def test_a_question_that_reads_like_another_once_filled_in_is_asked_once():
-    """The solver's `(no) Does the text contain the number ${final}?` reads like its yes question when the
-    team's final answer is the reference: it would cancel it, so it is left out (asked for a wrong final
-    answer only); a question repeated word for word is asked once."""
-    from mappa.coach.criteria import asked_questions
-
-    template = load_template("mathchat-facts")
-    questions = template.criteria_for("solver")
-    assert len(questions) == 3
-
-    def asked(final, correct):
-        trajectory = _trajectory(final=final, correct=correct)
-        return asked_questions(build_requests(trajectory, "task", ROLES, template, True)[0], questions)
-
-    assert asked("14", True) == questions[:2]  # final == reference (14): the (no) question is not asked
-    assert asked("12", False) == questions  # a wrong final answer: all three
-    request = build_requests(_trajectory(), "task", ROLES, template, True)[0]
-    repeated = ["[response] Is it ${answer}?", "[response] Is it 14?", "[final] Is it 14?"]
-    assert asked_questions(request, repeated) == ["[response] Is it ${answer}?", "[final] Is it 14?"]
-
-    async def logprob_fn(groups, candidates):
-        return [[[math.log(0.8), math.log(0.2)] for _ in group] for group in groups]
-
-    right = build_requests(_trajectory(), "task", ROLES, template, True)[0]
-    score = asyncio.run(CriteriaCoach(logprob_fn, "m", template).score([right]))[0]
-    assert score.score == pytest.approx(8.0)  # two questions at P(Yes) 0.8, the cancelling third not asked
-    assert len(score.criteria) == 2
