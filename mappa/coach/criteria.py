@@ -11,7 +11,9 @@ action share its context, whose KV cache the engine computes once: `HFEngine.gro
     p_i = P(Yes) / (P(Yes) + P(No))   for criterion i of the seat;   score = 10 * mean_i c_i
 
 where c_i = p_i, or 1 - p_i for a question whose good answer is No (written `(no) Does ...?`): "Does the
-solver's text contain the team's wrong final answer?" is such a fact.
+solver's text contain the team's wrong final answer?" is such a fact. It names `${wrong_final}`, which is
+"(none)" when the team was right: asked with `${final}`, it would read like the yes question "Does the
+text contain the number ${answer}?" for every right team and cancel it (credit p + (1 - p)).
 
 A question may name its evidence (`[response]`, `[program]`, `[final]`: `mappa.coach.evidence`); it is
 then asked about that piece alone, which is what makes a 0.5B model a usable judge (`mathchat-facts`).
@@ -37,6 +39,7 @@ GroupedLogprobFn = Callable[[list[list[list[dict[str, str]]]], list[str]], Await
 ANSWERS = ["Yes", "No"]
 QUESTION_FORMAT = "\n\nQUESTION: {question}\nAnswer with Yes or No only."
 NEUTRAL_SCORE = 5.0
+NONE = "(none)"  # a question's `${final}` where the team gave no final answer
 WANTS_NO = "(no)"  # a question's mark, after its evidence tag: its good answer is No
 
 
@@ -63,7 +66,8 @@ def question_chat(request: CoachRequest, question: str) -> list[dict[str, str]]:
     """The chat that asks one criterion of one action: the action's context with the question appended,
     or, for a question tagged with its evidence (`[program] Did the program print ...`), that piece of
     the action alone (`mappa.coach.evidence`). `${answer}` becomes the reference answer (only where the
-    request carries ground truth), `${final}` the team's final answer."""
+    request carries ground truth), `${final}` the team's final answer, `${wrong_final}` the team's final
+    answer when it is wrong (with ground truth only; "(none)" when the team was right or gave none)."""
     tag, question = split_tag(question)
     question = _filled(request, wants_no(question)[1])
     if tag is not None:
@@ -82,18 +86,21 @@ def question_chat(request: CoachRequest, question: str) -> list[dict[str, str]]:
 
 
 def _filled(request: CoachRequest, question: str) -> str:
-    """`${answer}` and `${final}` in a question replaced by the reference and the team's final answer."""
-    if "${answer}" in question:
-        if not request.used_ground_truth or request.trajectory is None:
+    """`${answer}`, `${final}` and `${wrong_final}` in a question replaced by the reference, the team's final
+    answer and the team's final answer if it is wrong ("(none)" if it is right or missing)."""
+    for placeholder in ("${answer}", "${wrong_final}"):
+        if placeholder in question and (not request.used_ground_truth or request.trajectory is None):
             raise ValueError(
-                f"request {request.action_id}: a criteria question names ${{answer}}, the reference answer, "
-                "but this request carries no ground truth: set coach.use_ground_truth=true"
+                f"request {request.action_id}: a criteria question names {placeholder}, which needs the "
+                "reference answer, but this request carries no ground truth: set coach.use_ground_truth=true"
             )
-        question = question.replace("${answer}", str(request.trajectory.problem.answer))
-    if "${final}" in question:
-        final = request.trajectory.final_answer if request.trajectory else None
-        question = question.replace("${final}", str(final) if final else "(none)")
-    return question
+    trajectory = request.trajectory
+    final = str(trajectory.final_answer) if trajectory is not None and trajectory.final_answer else None
+    if "${answer}" in question:
+        question = question.replace("${answer}", str(trajectory.problem.answer))
+    if "${wrong_final}" in question:
+        question = question.replace("${wrong_final}", final if final and not trajectory.correct else NONE)
+    return question.replace("${final}", final or NONE)
 
 
 class CriteriaCoach:

@@ -15,8 +15,9 @@ action (the template's context):
                "(no program)" where none ran yet
     final      The team's final answer: the trajectory's final answer as the env extracted it, one line
 
-In a question, `${answer}` is the reference answer (with ground truth only) and `${final}` the team's
-final answer.
+In a question, `${answer}` is the reference answer (with ground truth only), `${final}` the team's
+final answer and `${wrong_final}` the team's final answer where it is wrong (with ground truth only;
+"(none)" where the team was right or gave none).
 
 Measured on 384 MathChat actions of the base team with Qwen2.5-Coder-0.5B (pairwise AUC against the
 rubric, `benchmarks/coach_signal.py`; mathchat-facts: executor 0.89, solver 0.79, verifier 0.97): a

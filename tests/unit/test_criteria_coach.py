@@ -145,3 +145,24 @@ def test_the_rationale_shows_each_question_as_the_coach_read_it(trajectory):
     assert "P(yes)=0.25: Does the text contain the number 4?" in score.rationale
     assert "${answer}" not in score.rationale and "[response]" not in score.rationale
     assert "[response] Does the text contain the number ${answer}?" in score.criteria
+
+
+def test_wrong_final_names_the_teams_answer_only_when_it_is_wrong():
+    """`${wrong_final}` is the team's final answer when it is wrong, "(none)" when it is right or missing,
+    so the solver's `(no)` question about it never reads like its yes question about `${answer}` (which
+    cancelled that question for every right team); it needs ground truth, as `${answer}` does."""
+    from mappa.coach.criteria import question_chat
+
+    question = "[response] (no) Does the text contain the number ${wrong_final}?"
+
+    def asked(trajectory, ground_truth=True):
+        request = build_requests(trajectory, "task", ROLES, "mathchat-facts", ground_truth)[0]
+        return question_chat(request, question)[1]["content"].split("QUESTION: ")[1].split("\n")[0]
+
+    assert asked(_trajectory(final="12", correct=False)) == "Does the text contain the number 12?"
+    assert asked(_trajectory(final="14", correct=True)) == "Does the text contain the number (none)?"
+    assert asked(_trajectory(final=None, correct=False)) == "Does the text contain the number (none)?"
+    with pytest.raises(ValueError, match=r"names \$\{wrong_final\}.*set coach.use_ground_truth=true"):
+        asked(_trajectory(final="12", correct=False), ground_truth=False)
+    shipped = load_template("mathchat-facts").criteria_for("solver")
+    assert shipped[2] == question
