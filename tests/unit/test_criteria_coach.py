@@ -164,5 +164,3 @@ def test_wrong_final_names_the_teams_answer_only_when_it_is_wrong():
     assert asked(_trajectory(final=None, correct=False)) == "Does the text contain the number (none)?"
     with pytest.raises(ValueError, match=r"names \$\{wrong_final\}.*set coach.use_ground_truth=true"):
         asked(_trajectory(final="12", correct=False), ground_truth=False)
-    shipped = load_template("mathchat-facts").criteria_for("solver")
-    assert shipped[2] == question
