@@ -184,6 +184,10 @@ class AlgoConfig(_Section):
     """R = reward_scale * coach score (0-10)."""
     reward_clip: float = Field(10.0, gt=0)
     whiten_scope: Literal["agent", "global"] = "agent"
+    baseline: Literal["none", "siblings"] = "none"
+    """`siblings`: subtract from each action's score the mean score of the same agent's actions at the same
+    turn across the samples of its problem (needs `rollout.samples_per_problem` >= 2), before whitening.
+    `none`: plain REINFORCE++, the whitening's batch mean is the only baseline."""
     clip_eps: float = Field(0.2, gt=0, lt=1)
     old_logprobs: Literal["auto", "recompute", "rollout"] = "auto"
     """Where the old policy's logprobs come from. `recompute`: the trainer recomputes them in fp32 (one more
@@ -490,6 +494,16 @@ class RunConfig(_Section):
             raise ValueError(
                 f"coach.type=rubric, but env `{self.env.type}` has no rubric (its EnvSpec.rubric): use an "
                 "LLM coach (coach.type=local or openai) or the outcome coach (coach.type=outcome)"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _siblings_need_samples(self) -> RunConfig:
+        if self.algo.baseline == "siblings" and self.rollout.samples_per_problem < 2:
+            raise ValueError(
+                "algo.baseline=siblings subtracts the mean score of a problem's other samples, but "
+                f"rollout.samples_per_problem={self.rollout.samples_per_problem}: every advantage would be "
+                "0. Set rollout.samples_per_problem to 2 or more, or algo.baseline=none"
             )
         return self
 

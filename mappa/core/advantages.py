@@ -10,8 +10,12 @@ For one action with response tokens y_1..y_T and coach score s in [0, 10]:
 
 Whitening scope `agent` normalises each agent's experiences separately (the authors' code, one trainer per
 agent); `global` normalises all agents together. std is the population standard deviation over valid tokens.
-This is REINFORCE++ (Hu, 2025), not GRPO: there is no per-prompt group baseline, because the intermediate
-states of different samples differ.
+This is REINFORCE++ (Hu, 2025). By default there is no per-prompt group baseline, because the intermediate
+states of different samples differ. With sibling groups (`baseline_groups`: the same agent's action at the
+same turn of the samples of one problem, `algo.baseline=siblings`) s is replaced by s - mean(s of the
+group's scored actions) before the reward is formed (REINFORCE++-baseline, as OpenRLHF's
+`reinforce_baseline`; AT-GRPO's per-(problem, turn, agent) baseline): a group whose actions all score the
+same then teaches nothing, and whitening follows as above.
 
 An action the coach left unscored (its answer never held a parsable score, so a fallback score was recorded)
 is no evidence about the action: with `scored` False its advantages are exactly 0 and its tokens stay out of
@@ -117,6 +121,26 @@ def _whiten_rows(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return ((x - mean) / (std + WHITEN_EPS) * m).to(values.dtype)
 
 
+def subtract_group_baseline(
+    scores: torch.Tensor, groups: Sequence[str], scored: torch.Tensor | None = None
+) -> torch.Tensor:
+    """s - mean(s) over the scored rows of each row's group.  # (B,) -> (B,)
+
+    An unscored row counts in no mean (it keeps s minus its group's mean, and gets no advantage later); a
+    group with no scored row keeps its scores as they are."""
+    if scores.dim() != 1 or len(groups) != scores.shape[0]:
+        raise ValueError(f"baseline groups has {len(groups)} entries for scores {tuple(scores.shape)}")
+    counted = torch.ones_like(scores, dtype=torch.bool) if scored is None else scored.bool()
+    x = scores.double()
+    out = x.clone()
+    for group in set(groups):
+        rows = torch.tensor([g == group for g in groups])
+        members = rows & counted
+        if members.any():
+            out[rows] = x[rows] - x[members].mean()
+    return out.to(scores.dtype)
+
+
 def compute_reinforce_pp_advantages(
     logprobs: torch.Tensor,
     ref_logprobs: torch.Tensor,
@@ -129,12 +153,16 @@ def compute_reinforce_pp_advantages(
     reward_clip: float = 10.0,
     groups: Sequence[str] | None = None,
     scored: torch.Tensor | None = None,
+    baseline_groups: Sequence[str] | None = None,
 ) -> dict[str, torch.Tensor]:
     """The whole chain: KL, token rewards, returns and whitened advantages (all (B, T), zero on padding).
 
     `groups` gives each row's whitening group (agent names for scope `agent`, None for `global`); `scored`
-    (B,) bool, False for an action the coach left unscored: zero advantages, out of the whitening.
+    (B,) bool, False for an action the coach left unscored: zero advantages, out of the whitening;
+    `baseline_groups` (None: no baseline) each row's sibling group, whose mean score is subtracted first.
     """
+    if baseline_groups is not None:
+        scores = subtract_group_baseline(scores, baseline_groups, scored)
     kl = compute_kl(logprobs, ref_logprobs, kl_estimator) * mask
     rewards = compute_token_rewards(kl, scores, mask, beta, reward_scale, reward_clip)
     returns = compute_returns(rewards, mask)

@@ -10,7 +10,8 @@ either build).
 
 Sampling: `temperature`, `top_p`, `max_tokens`, stop strings kept in the output, a seed, and the
 logprob of each sampled token as the model gives it before temperature (vLLM's raw logprobs), which is what
-`Generation.logprobs` means. The seed is per request on GPUs; on CPU the call seeds torch's global
+`Generation.logprobs` means. The seed is per request on GPUs (request i of a call seeded from the seed and i,
+so the copies of a prompt, the samples of a problem, differ); on CPU the call seeds torch's global
 generator instead (after dropping the prefix cache, so that the same call takes the same steps), since
 vLLM's CPU build crashes ("CPU Generator does not use offset") when a chunked prefill (a batch past
 `max_num_batched_tokens`, 4096 by default) rewinds a per-request seeded generator.
@@ -95,15 +96,7 @@ class VLLMEngine(Engine):
             # steps, so cached prefixes (which skip prefill chunks) are dropped first.
             self.llm.reset_prefix_cache()
             torch.manual_seed(params.seed)
-        sampling = self._sampling(
-            temperature=params.temperature,
-            top_p=params.top_p,
-            max_tokens=params.max_new_tokens,
-            stop=list(params.stop) or None,
-            include_stop_str_in_output=True,
-            logprobs=0,  # the sampled token's own logprob
-            seed=per_request_seed,
-        )
+        sampling = self._request_sampling(len(prompts), params, per_request_seed)
         try:
             outputs = self.llm.generate(prompts, sampling, use_tqdm=False)
         except RuntimeError as error:
@@ -115,6 +108,22 @@ class VLLMEngine(Engine):
                 "instead, so this request carried a seed from elsewhere: drop SamplingParams.seed on CPU"
             ) from error
         return [self._generation(output) for output in outputs]
+
+    def _request_sampling(self, count: int, params: SamplingParams, seed: int | None) -> Any:
+        """vLLM's sampling parameters: one for all `count` requests without a per-request seed; with one,
+        a list whose request i is seeded from (seed, i), since one seed for all would give every copy of a
+        prompt (the samples of a problem) the same tokens."""
+        common = dict(
+            temperature=params.temperature,
+            top_p=params.top_p,
+            max_tokens=params.max_new_tokens,
+            stop=list(params.stop) or None,
+            include_stop_str_in_output=True,
+            logprobs=0,  # the sampled token's own logprob
+        )
+        if seed is None:
+            return self._sampling(**common, seed=None)
+        return [self._sampling(**common, seed=(seed * 100_003 + i) % (2**31 - 1)) for i in range(count)]
 
     @staticmethod
     def _generation(output: Any) -> Generation:

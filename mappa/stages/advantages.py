@@ -8,10 +8,11 @@ At iteration 0 the policy is the reference (every worker serves the initial weig
 runs there: the policy pass when old logprobs are recomputed, none when the rollout's logprobs are the
 trainer's own numbers (`reference_pass` in the manifest says which).
 Then the pure core turns scores and logprobs into KL, token rewards, returns and whitened advantages
-(scope `agent`: per agent; `global`: all together). Actions of frozen agents are scored but produce no
-experience. An action the coach left unscored (parse status `fallback`) keeps its experience row with
-advantages exactly 0 and stays out of the whitening statistics; the manifest's `unscored` counts them per
-trainable agent. Skipped when its manifest matches.
+(scope `agent`: per agent; `global`: all together), after subtracting each action's sibling mean score
+with `algo.baseline=siblings` (the same agent and turn across the samples of its problem). Actions of
+frozen agents are scored but produce no experience. An action the coach left unscored (parse status
+`fallback`) keeps its experience row with advantages exactly 0 and stays out of the whitening statistics;
+the manifest's `unscored` counts them per trainable agent. Skipped when its manifest matches.
 """
 
 from __future__ import annotations
@@ -97,6 +98,13 @@ def logprob_mismatch(frame: pd.DataFrame, old: list[list[float]]) -> dict[str, d
     return out
 
 
+def sibling_groups(frame: pd.DataFrame) -> list[str]:
+    """Each action's sibling group for `algo.baseline=siblings`: the same agent at the same turn of the
+    samples of one problem."""
+    keys = zip(frame["problem_id"], frame["agent"], frame["turn"], strict=True)
+    return [f"{problem}/{agent}/{turn}" for problem, agent, turn in keys]
+
+
 def compute_experiences(frame: pd.DataFrame, old: list, ref: list, run: Run) -> pd.DataFrame:
     algo = run.config.algo
     old_t, mask = pad_sequences(old)
@@ -115,6 +123,7 @@ def compute_experiences(frame: pd.DataFrame, old: list, ref: list, run: Run) -> 
         reward_clip=algo.reward_clip,
         groups=groups,
         scored=scored,
+        baseline_groups=sibling_groups(frame) if algo.baseline == "siblings" else None,
     )
     lengths = mask.sum(dim=1).long().tolist()
 
@@ -170,6 +179,7 @@ def compute_iteration_advantages(run: Run, iteration: int) -> dict[str, Any]:
         mean_kl=kl.to_dict(),
         old_logprobs=source,
         reference_pass=reference,
+        baseline=config.algo.baseline,
         logprob_mismatch=mismatch,
         unscored=unscored_by_agent(frame, trainable),
     )

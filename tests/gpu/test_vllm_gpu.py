@@ -41,3 +41,18 @@ def test_vllm_on_gpu_takes_new_weights_in_place(tmp_path):
     assert [g.token_ids for g in after] != [g.token_ids for g in before]
     for generation in after:
         assert generation.logprobs == pytest.approx(model_logprobs(generation), abs=2e-3)
+
+
+def test_vllm_on_gpu_samples_copies_of_a_prompt_differently_and_reproducibly(tmp_path):
+    """A problem's samples are copies of one prompt in one call: one seed for all would make them equal."""
+    pytest.importorskip("vllm")
+    from mappa.inference.engine import SamplingParams
+    from mappa.inference.tiny_model import build_tiny_model
+    from mappa.inference.vllm_engine import VLLMEngine
+
+    path = build_tiny_model(tmp_path / "tiny", hidden_size=256)
+    engine = VLLMEngine(str(path), dtype="float32", gpu_memory_utilization=0.2, enforce_eager=True)
+    params = SamplingParams(temperature=1.0, max_new_tokens=12, seed=5)
+    first = [g.token_ids for g in engine.generate(["What is 2+2?"] * 4, params)]
+    assert len(set(first)) > 1
+    assert [g.token_ids for g in engine.generate(["What is 2+2?"] * 4, params)] == first

@@ -11,6 +11,7 @@ from mappa.core.advantages import (
     compute_returns,
     compute_token_rewards,
     pad_sequences,
+    subtract_group_baseline,
     whiten,
 )
 from mappa.core.losses import compute_policy_loss
@@ -160,3 +161,32 @@ def test_full_chain_masks_unscored_actions_but_keeps_their_returns():
     # mean 0.5 and std 0.3 over the two scored actions: advantages -1 and +1
     assert torch.allclose(out["advantages"], torch.tensor([[-1.0], [0.0], [1.0]]), atol=1e-6)
     assert out["advantages"][1].item() == 0.0
+
+
+def test_sibling_baseline_subtracts_the_scored_mean_of_each_group():
+    scores = torch.tensor([2.0, 6.0, 9.0, 3.0, 5.0])
+    groups = ["p1/solver/0", "p1/solver/0", "p1/solver/0", "p2/solver/0", "p2/solver/0"]
+    scored = torch.tensor([True, True, False, True, True])
+    # p1: the mean of 2 and 6 (9 is unscored) is 4; p2: the mean of 3 and 5 is 4
+    out = subtract_group_baseline(scores, groups, scored)
+    assert torch.allclose(out, torch.tensor([-2.0, 2.0, 5.0, -1.0, 1.0]))
+    with pytest.raises(ValueError, match="baseline groups"):
+        subtract_group_baseline(scores, groups[:2])
+
+
+def test_full_chain_with_siblings_gives_a_group_of_equal_scores_no_advantage():
+    # one-token actions, no KL. Problem a: scores 0, 0 (all wrong, as outcome-only would say); problem b:
+    # 10 and 0. After the baseline: 0, 0, +5, -5; returns 0.1 times that; whitened over the four rows
+    # (mean 0, population std 0.5 / sqrt(2)): 0, 0, +sqrt(2), -sqrt(2)
+    old = torch.zeros(4, 1)
+    out = compute_reinforce_pp_advantages(
+        old,
+        old,
+        torch.tensor([0.0, 0.0, 10.0, 0.0]),
+        torch.ones(4, 1),
+        beta=0.01,
+        baseline_groups=["a/v/0", "a/v/0", "b/v/0", "b/v/0"],
+    )
+    assert torch.allclose(out["returns"], torch.tensor([[0.0], [0.0], [0.5], [-0.5]]))
+    root2 = math.sqrt(2.0)
+    assert torch.allclose(out["advantages"], torch.tensor([[0.0], [0.0], [root2], [-root2]]), atol=1e-6)

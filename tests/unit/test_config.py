@@ -217,3 +217,10 @@ def test_the_deployments_parameters_explain_themselves_in_the_run_form():
     assert "relative to the folder `mappa serve`" in " ".join(described.split())
     with pytest.raises(ConfigError, match=r"configs/nope.yaml does not exist \(relative to /"):
         load_config("configs/nope.yaml")
+
+
+def test_a_sibling_baseline_needs_several_samples_per_problem():
+    base = {"agents": SEATS, "algo": {"baseline": "siblings"}}
+    with pytest.raises(ConfigError, match="rollout.samples_per_problem to 2 or more"):
+        validate_config(base)
+    assert validate_config({**base, "rollout": {"samples_per_problem": 4}})
