@@ -86,12 +86,13 @@ def extract_boxed(text: str | None) -> str | None:
     return text[last.end() : close].strip()
 
 
-_LAST_NUMBER_RE = re.compile(r"-?\d[\d,]*(?:\.\d+)?(?:/\d+)?")
+_LAST_NUMBER_RE = re.compile(r"-?\d+(?:,\d{3})*(?:\.\d+)?(?:/\d+)?")  # a comma only between digit groups
 
 
 def extract_flexible(text: str | None) -> str | None:
     """The flexible reading of a final answer (as lm-eval reports GSM8K's "flexible-extract"): the boxed
-    answer if there is one, else the last number in the text (`1,000` -> `1000`, a trailing `.` dropped)."""
+    answer if there is one, else the last number in the text (`1,000` -> `1000`; the sentence's comma or
+    `.` after it dropped: "is 40, which" reads 40)."""
     boxed = extract_boxed(text)
     if boxed is not None or not text:
         return boxed

@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from mappa.envs.grading import extract_boxed, grade_answer, normalize_answer
+from mappa.envs.grading import extract_boxed, extract_flexible, grade_answer, normalize_answer
 
 
 @pytest.mark.parametrize(
@@ -96,3 +96,19 @@ def test_long_answers_fall_back_to_string_comparison() -> None:
     long_answer = "1+" * 400 + "1"
     assert grade_answer(long_answer, long_answer) is True
     assert grade_answer(long_answer, "401") is False
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("The result of 5 * 8 is 40, which is the output.", "40"),
+        ("It costs 1,250 dollars.", "1250"),
+        ("from 3,4 to 12.", "12"),
+        ("so x = -2.5.", "-2.5"),
+        ("half is 1/2", "1/2"),
+        ("\\boxed{7} or 9", "7"),
+        ("no number", None),
+    ],
+)
+def test_extract_flexible_reads_the_last_number_without_the_sentences_punctuation(text, expected) -> None:
+    assert extract_flexible(text) == expected
