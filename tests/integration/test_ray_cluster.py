@@ -141,8 +141,11 @@ def test_a_run_on_two_nodes_with_s3_only_survives_losing_one(
     logs = jobs.get_job_logs(job)
     assert final == JobStatus.FAILED, logs[-4000:]
     (line,) = [text for text in logs.splitlines() if text.startswith("error: run two-nodes stopped in")]
-    assert "agent solver" in line or "agent executor" in line, line
-    assert "node_b" in line and "that node is gone" in line and "Traceback" not in logs, logs[-3000:]
+    # the loss is seen either by a working stage (its worker died: "agent X ... that node is gone") or, when
+    # it falls between stages, by the next stage's placement check (no alive node has node_b)
+    assert any(seat in line for seat in ("solver", "executor")), line
+    seen = "that node is gone" in line or "which no alive node of the Ray cluster has" in line
+    assert "node_b" in line and seen and "Traceback" not in logs, logs[-3000:]
     run = Run.open(moto_s3.root, RUN_ID)
     finished_before = Counter((e["iteration"], e["stage"]) for e in run.events() if e["kind"] == "finished")
 
