@@ -101,10 +101,14 @@ def whiten(
     if len(groups) != values.shape[0]:
         raise ValueError(f"groups has {len(groups)} entries for {values.shape[0]} rows")
     out = torch.zeros_like(values)
-    for group in sorted(set(groups)):
-        rows = torch.tensor([g == group for g in groups])
+    for rows in _group_rows(groups):
         out[rows] = _whiten_rows(values[rows], mask[rows])
     return out
+
+
+def _group_rows(groups: Sequence[str]) -> list[torch.Tensor]:
+    """One (B,) bool row mask per distinct group label, in sorted label order."""
+    return [torch.tensor([g == group for g in groups]) for group in sorted(set(groups))]
 
 
 def _whiten_rows(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -133,8 +137,7 @@ def subtract_group_baseline(
     counted = torch.ones_like(scores, dtype=torch.bool) if scored is None else scored.bool()
     x = scores.double()
     out = x.clone()
-    for group in set(groups):
-        rows = torch.tensor([g == group for g in groups])
+    for rows in _group_rows(groups):
         members = rows & counted
         if members.any():
             out[rows] = x[rows] - x[members].mean()
