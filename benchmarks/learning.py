@@ -70,6 +70,13 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--sources", nargs="+", default=DEFAULT_SOURCES, choices=list(SOURCES))
     parser.add_argument("--eval-data", help="a JSONL file of problem/answer rows to evaluate on")
     parser.add_argument("--eval-problems", type=int, help="default: the config's rollout.eval_problems")
+    parser.add_argument(
+        "--also-eval",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="also evaluate on this JSONL file's problems, in the same pass, reported apart (repeatable)",
+    )
     parser.add_argument("--set", action="append", default=[], help="more config overrides (a.b=value)")
     parser.add_argument("--root", default=str(REPO / "benchmarks" / "runs" / "learning"))
     parser.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "learning.json"))
@@ -80,8 +87,9 @@ def parse_args() -> argparse.Namespace:
     return args
 
 
-def common_overrides(args: argparse.Namespace) -> list[str]:
-    """What every run of this benchmark shares: evaluation after the last iteration only, on --eval-data."""
+def common_overrides(args: argparse.Namespace) -> tuple[list[str], dict[str, list[str]]]:
+    """What every run of this benchmark shares: evaluation after the last iteration only, on --eval-data
+    (else the config's held-out split) and every --also-eval file; and the problem ids of each such set."""
     from mappa.config import load_config
 
     config = load_config(args.config, args.set)
@@ -91,7 +99,36 @@ def common_overrides(args: argparse.Namespace) -> list[str]:
         sets.append(f"env.eval_data={Path(args.eval_data).resolve()}")
     if args.eval_problems:
         sets.append(f"rollout.eval_problems={args.eval_problems}")
-    return [*sets, *args.set]
+    sets.extend(args.set)
+    eval_sets, combined = evaluation_sets(args, load_config(args.config, sets))
+    if combined is not None:
+        sets += [f"env.eval_data={combined}", f"rollout.eval_problems={sum(map(len, eval_sets.values()))}"]
+    return sets, eval_sets
+
+
+def evaluation_sets(args: argparse.Namespace, config) -> tuple[dict[str, list[str]], str | None]:
+    """The held-out sets by name (the first: --eval-data's or the config's split), each a list of problem
+    ids, and with --also-eval the path of one JSONL holding them all (written under --root), which the runs
+    evaluate on at once: one greedy pass per checkpoint, split by problem id in the report."""
+    from mappa.envs.math_problems import load_problems, write_jsonl
+    from mappa.envs.registry import load_env_problems
+
+    primary = load_env_problems(config.env.type, config.env.eval_data)[: config.rollout.eval_problems]
+    name = Path(args.eval_data).stem if args.eval_data else "heldout"
+    problems = {name: primary}
+    for path in args.also_eval:
+        problems[Path(path).stem] = load_problems(Path(path).resolve())
+    if len(problems) < len(args.also_eval) + 1:
+        raise SystemExit(f"--also-eval: two held-out sets share a name ({', '.join(args.also_eval)})")
+    ids = [p.id for group in problems.values() for p in group]
+    if len(set(ids)) < len(ids):
+        raise SystemExit("the held-out sets share problem ids; give each file's rows ids of their own")
+    eval_sets = {name: [p.id for p in group] for name, group in problems.items()}
+    if not args.also_eval:
+        return eval_sets, None
+    combined = Path(args.root) / "eval-sets.jsonl"
+    write_jsonl([p for group in problems.values() for p in group], combined)
+    return eval_sets, str(combined)
 
 
 def check_splits_disjoint(config_path: str, overrides: list[str]) -> dict[str, int]:
@@ -121,7 +158,8 @@ def run_id(source: str, seed: int) -> str:
 
 
 def train_one(args: argparse.Namespace, common: list[str], source: str, seed: int) -> str:
-    sets = [*common, f"seed={seed}", f"name={run_id(source, seed)}", *SOURCES[source]]
+    # --set last: it may change a source's own settings (say coach.template for the llm source)
+    sets = [*common, f"seed={seed}", f"name={run_id(source, seed)}", *SOURCES[source], *args.set]
     mappa("train", args.config, "--run-id", run_id(source, seed), *[x for s in sets for x in ("--set", s)])
     return run_id(source, seed)
 
@@ -134,8 +172,8 @@ def evaluate_base(args: argparse.Namespace, run: str) -> None:
         mappa("evaluate", run, "--root", args.root, "--iteration", "-1")
 
 
-def evaluation(args: argparse.Namespace, run_name: str, iteration: int) -> dict | None:
-    """Strict and flexible held-out success of checkpoint `iteration` (-1: base), if evaluated."""
+def evaluation(args: argparse.Namespace, run_name: str, iteration: int, ids: list[str]) -> dict | None:
+    """Strict and flexible success of checkpoint `iteration` (-1: base) on problems `ids`, if evaluated."""
     from mappa.stages.evaluate import evaluation_complete, evaluation_parts
     from mappa.storage.run import Run
 
@@ -143,6 +181,7 @@ def evaluation(args: argparse.Namespace, run_name: str, iteration: int) -> dict 
     if not evaluation_complete(run, iteration):
         return None
     results = run.store.read_parquet(*evaluation_parts(run, iteration, "results.parquet"))
+    results = results.set_index("problem_id").loc[ids]
     return {
         "heldout_success": float(results["correct_boxed"].mean()),
         "heldout_success_flexible": float(results["correct_flexible"].mean()),
@@ -170,31 +209,33 @@ def training_curves(args: argparse.Namespace, run_name: str) -> dict:
     return {"agents": agents, "train_success": success, "stage_s": stage_s}
 
 
-def per_problem(args: argparse.Namespace, run_name: str, iteration: int, column: str):
-    """0/1 per held-out problem (indexed by problem id) of checkpoint `iteration` (-1: base)."""
+def per_problem(args: argparse.Namespace, run_name: str, iteration: int, column: str, ids: list[str]):
+    """0/1 per problem of `ids` (in that order) of checkpoint `iteration` (-1: base)."""
     from mappa.stages.evaluate import evaluation_parts
     from mappa.storage.run import Run
 
     run = Run.open(args.root, run_name)
     results = run.store.read_parquet(*evaluation_parts(run, iteration, "results.parquet"))
-    return results.set_index("problem_id")[column].astype(float)
+    return results.set_index("problem_id")[column].astype(float).loc[ids].to_numpy()
 
 
-def lift_report(args, runs: dict[tuple[str, int], str], iterations: int, base_run: str) -> dict:
-    """Per source: the lift over the base and, for every other source, the paired difference to
-    outcome-only, each with its 95% bootstrap interval over problems (`lift_stats`)."""
+def lift_report(
+    args, runs: dict[tuple[str, int], str], iterations: int, base_run: str, ids: list[str]
+) -> dict:
+    """Per source, on the problems `ids`: the lift over the base and, for every other source, the paired
+    difference to outcome-only, each with its 95% bootstrap interval over problems (`lift_stats`)."""
     import numpy as np
     from lift_stats import difference, lift
 
     report: dict = {}
     for column in ("correct_flexible", "correct_boxed"):
-        base = per_problem(args, base_run, -1, column)
+        base = per_problem(args, base_run, -1, column, ids)
         after = {
-            source: np.array([per_problem(args, runs[source, seed], iterations - 1, column)[base.index].values
+            source: np.array([per_problem(args, runs[source, seed], iterations - 1, column, ids)
                               for seed in args.seeds])
             for source in args.sources
         }  # fmt: skip
-        by_source = {source: {"vs_base": lift(base.values, values)} for source, values in after.items()}
+        by_source = {source: {"vs_base": lift(base, values)} for source, values in after.items()}
         if "outcome" in after:
             for source in after:
                 if source != "outcome":
@@ -203,9 +244,9 @@ def lift_report(args, runs: dict[tuple[str, int], str], iterations: int, base_ru
     return report
 
 
-def print_lifts(lifts: dict) -> None:
+def print_lifts(lifts: dict, name: str = "held-out") -> None:
     """The lifts with their intervals, per seed, and gained / lost problems (flexible success)."""
-    print("\nchange in held-out success (flexible), mean over seeds [95% paired bootstrap over problems]")
+    print(f"\nchange in {name} success (flexible), mean over seeds [95% paired bootstrap over problems]")
     for source, figures in lifts["correct_flexible"].items():
         base = figures["vs_base"]
         low, high = base["ci95"]
@@ -225,11 +266,11 @@ def _per_seed(figures: dict) -> str:
     return ", ".join(f"{value:+.1%} [{low:+.1%}, {high:+.1%}]" for value, (low, high) in pairs)
 
 
-def summary_rows(args, runs: dict[tuple[str, int], str], iterations: int, base: dict) -> list[dict]:
+def summary_rows(args, runs: dict[tuple[str, int], str], iterations: int, base: dict, ids: list[str]):
     rows = []
     for (source, seed), name in runs.items():
         rows.append({"source": source, "seed": seed, "iteration": 0, **base})
-        final = evaluation(args, name, iterations - 1)
+        final = evaluation(args, name, iterations - 1, ids)
         if final is not None:
             rows.append({"source": source, "seed": seed, "iteration": iterations, **final})
     return rows
@@ -247,11 +288,11 @@ def grouped(rows: list[dict], key: str) -> dict[str, dict[int, list[float]]]:
     return out
 
 
-def print_table(rows: list[dict], curves: dict[str, dict]) -> None:
+def print_table(rows: list[dict], curves: dict[str, dict] | None = None, name: str = "held-out") -> None:
     for key, title in (("heldout_success", "strict (\\boxed{})"), ("heldout_success_flexible", "flexible")):
         series = grouped(rows, key)
         points = sorted({i for s in series.values() for i in s})
-        print(f"\nheld-out success, {title}, mean ± half-range over seeds (n = {rows[0]['heldout_n']})")
+        print(f"\n{name} success, {title}, mean ± half-range over seeds (n = {rows[0]['heldout_n']})")
         print("source       " + "".join(f"  after {k} it.     " for k in points))
         for source, by_iteration in series.items():
             cells = "".join(
@@ -260,6 +301,8 @@ def print_table(rows: list[dict], curves: dict[str, dict]) -> None:
                 for m, s in [mean_and_spread(by_iteration.get(k, [0.0]))]
             )
             print(f"{source:<13}{cells}")
+    if curves is None:
+        return
     print("\nmean training score per iteration (over agents), per run; stage seconds of the last iteration")
     for name, curve in curves.items():
         scores = per_iteration_mean(curve["agents"], "mean_score")
@@ -320,6 +363,9 @@ def replot(args: argparse.Namespace) -> int:
     print_table(report["summary"], report["curves"])
     if "lifts" in report:
         print_lifts(report["lifts"])
+    for name, other in report.get("other_sets", {}).items():
+        print_table(other["summary"], name=name)
+        print_lifts(other["lifts"], name=name)
     plot(
         report["summary"], report["curves"], report["run_sources"], args.plot, plot_title(report["settings"])
     )
@@ -333,7 +379,7 @@ def main() -> int:
         return replot(args)
     args.root = str(Path(args.root).resolve())
     started = time.time()
-    common = common_overrides(args)
+    common, eval_sets = common_overrides(args)
     splits = check_splits_disjoint(args.config, common)
     print(f"splits: {splits}", flush=True)
     iterations = int(next(s for s in common if s.startswith("iterations=")).split("=")[1])
@@ -343,12 +389,21 @@ def main() -> int:
             runs[source, seed] = train_one(args, common, source, seed)
     first = next(iter(runs.values()))
     evaluate_base(args, first)  # greedy on the same base weights: one evaluation serves every run
-    base = evaluation(args, first, -1)
-    rows = summary_rows(args, runs, iterations, base)
+    (_, ids), *others = eval_sets.items()
+    rows = summary_rows(args, runs, iterations, evaluation(args, first, -1, ids), ids)
     curves = {name: training_curves(args, name) for name in runs.values()}
     print_table(rows, curves)
-    lifts = lift_report(args, runs, iterations, first)
+    lifts = lift_report(args, runs, iterations, first, ids)
     print_lifts(lifts)
+    other_sets = {}
+    for name, other_ids in others:
+        other_rows = summary_rows(args, runs, iterations, evaluation(args, first, -1, other_ids), other_ids)
+        other_sets[name] = {
+            "summary": other_rows,
+            "lifts": lift_report(args, runs, iterations, first, other_ids),
+        }
+        print_table(other_rows, name=name)
+        print_lifts(other_sets[name]["lifts"], name=name)
     settings = {**vars(args), "iterations": iterations, "overrides": common}
     run_sources = {name: source for (source, _), name in runs.items()}
     plot(rows, curves, run_sources, args.plot, plot_title(settings))
@@ -358,8 +413,10 @@ def main() -> int:
         "machine": {"cores": os.cpu_count()},
         "settings": settings,
         "splits": splits,
+        "eval_sets": {name: len(set_ids) for name, set_ids in eval_sets.items()},
         "summary": rows,
         "lifts": lifts,
+        "other_sets": other_sets,  # --also-eval: each file's summary and lifts, as the above
         "curves": curves,
         "run_sources": run_sources,
         "wall_s": time.time() - started,
