@@ -11,10 +11,11 @@ action share its context, whose KV cache the engine computes once: `HFEngine.gro
     p_i = P(Yes) / (P(Yes) + P(No))   for criterion i of the seat;   score = 10 * mean_i c_i
 
 where c_i = p_i, or 1 - p_i for a question whose good answer is No (written `(no) Does ...?`): "Does the
-solver's text contain the team's wrong final answer?" is such a fact (not asked by the shipped
-`mathchat-facts`: it trained worse). Such a question names `${wrong_final}`, which is "(none)" when the
-team was right: with `${final}` it would read like the yes question "Does the text contain the number
-${answer}?" for every right team and cancel it (credit p + (1 - p)).
+solver's text contain the team's wrong final answer?" is such a fact (the shipped `mathchat-facts`
+asks it of the solver: it blames a solver whose answer the team carried to a wrong end). Such a
+question names `${wrong_final}`, which is "(none)" when the team was right: with `${final}` it would read
+like the yes question "Does the text contain the number ${answer}?" for every right team and cancel it
+(credit p + (1 - p)).
 
 A question may name its evidence (`[response]`, `[program]`, `[final]`: `mappa.coach.evidence`); it is
 then asked about that piece alone, which is what makes a 0.5B model a usable judge (`mathchat-facts`).
