@@ -276,6 +276,15 @@ def summary_rows(args, runs: dict[tuple[str, int], str], iterations: int, base: 
     return rows
 
 
+def set_report(args, runs: dict[tuple[str, int], str], iterations: int, base_run: str, ids: list[str]):
+    """One held-out set's `summary` rows and `lifts` (over the base and outcome-only) on problems `ids`."""
+    base = evaluation(args, base_run, -1, ids)
+    return {
+        "summary": summary_rows(args, runs, iterations, base, ids),
+        "lifts": lift_report(args, runs, iterations, base_run, ids),
+    }
+
+
 def mean_and_spread(values: list[float]) -> tuple[float, float]:
     """The mean over seeds and the half-range (the error bar)."""
     return statistics.fmean(values), (max(values) - min(values)) / 2
@@ -389,24 +398,15 @@ def main() -> int:
             runs[source, seed] = train_one(args, common, source, seed)
     first = next(iter(runs.values()))
     evaluate_base(args, first)  # greedy on the same base weights: one evaluation serves every run
-    (_, ids), *others = eval_sets.items()
-    rows = summary_rows(args, runs, iterations, evaluation(args, first, -1, ids), ids)
     curves = {name: training_curves(args, name) for name in runs.values()}
-    print_table(rows, curves)
-    lifts = lift_report(args, runs, iterations, first, ids)
-    print_lifts(lifts)
-    other_sets = {}
-    for name, other_ids in others:
-        other_rows = summary_rows(args, runs, iterations, evaluation(args, first, -1, other_ids), other_ids)
-        other_sets[name] = {
-            "summary": other_rows,
-            "lifts": lift_report(args, runs, iterations, first, other_ids),
-        }
-        print_table(other_rows, name=name)
-        print_lifts(other_sets[name]["lifts"], name=name)
+    primary, *others = eval_sets  # the held-out split (or --eval-data's file), then each --also-eval file
+    reports = {name: set_report(args, runs, iterations, first, ids) for name, ids in eval_sets.items()}
+    for name, set_figures in reports.items():
+        print_table(set_figures["summary"], curves if name == primary else None, name)
+        print_lifts(set_figures["lifts"], name)
     settings = {**vars(args), "iterations": iterations, "overrides": common}
     run_sources = {name: source for (source, _), name in runs.items()}
-    plot(rows, curves, run_sources, args.plot, plot_title(settings))
+    plot(reports[primary]["summary"], curves, run_sources, args.plot, plot_title(settings))
     report = {
         "benchmark": "learning",
         "date": time.strftime("%Y-%m-%d"),
@@ -414,9 +414,9 @@ def main() -> int:
         "settings": settings,
         "splits": splits,
         "eval_sets": {name: len(set_ids) for name, set_ids in eval_sets.items()},
-        "summary": rows,
-        "lifts": lifts,
-        "other_sets": other_sets,  # --also-eval: each file's summary and lifts, as the above
+        "summary": reports[primary]["summary"],
+        "lifts": reports[primary]["lifts"],
+        "other_sets": {name: reports[name] for name in others},  # --also-eval: each file as the above
         "curves": curves,
         "run_sources": run_sources,
         "wall_s": time.time() - started,
