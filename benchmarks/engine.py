@@ -47,9 +47,10 @@ def parse_args() -> argparse.Namespace:
     return parser.parse_args()
 
 
-def prompts_for(tokenizer, count: int) -> list[str]:
+def prompts_for(tokenizer, count: int, prefix: str = "Solve step by step: ") -> list[str]:
+    """The first `count` MathChat training problems after `prefix`, as chat-formatted prompts."""
     rows = [json.loads(line) for line in DATA.read_text().splitlines()[:count]]
-    chats = [[{"role": "user", "content": f"Solve step by step: {row['problem']}"}] for row in rows]
+    chats = [[{"role": "user", "content": prefix + row["problem"]}] for row in rows]
     return [tokenizer.apply_chat_template(c, tokenize=False, add_generation_prompt=True) for c in chats]
 
 

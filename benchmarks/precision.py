@@ -30,14 +30,11 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import argparse  # noqa: E402
-import contextlib  # noqa: E402
-import json  # noqa: E402
 import time  # noqa: E402
-from pathlib import Path  # noqa: E402
 
 from comparison import default_out, machine_info, median, print_facts, print_table, verdict, write_json  # noqa: E402
+from engine import prompts_for  # noqa: E402
 
-DATA = Path(__file__).resolve().parents[1] / "mappa" / "envs" / "data" / "mathchat-cpu-train.jsonl"
 TIE = 0.10  # sides within 10% of each other: either choice is fine
 SIDES = ("fp32", "bf16")
 
@@ -51,18 +48,6 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--threads", type=int, default=os.cpu_count())
     parser.add_argument("--out", default=default_out("precision"))
     return parser.parse_args()
-
-
-def chats(tokenizer, count: int, prefix: str = "Solve step by step: ") -> list[str]:
-    rows = [json.loads(line) for line in DATA.read_text().splitlines()[:count]]
-    messages = [[{"role": "user", "content": prefix + row["problem"]}] for row in rows]
-    return [tokenizer.apply_chat_template(m, tokenize=False, add_generation_prompt=True) for m in messages]
-
-
-def autocast(side: str) -> contextlib.AbstractContextManager:
-    import torch
-
-    return torch.autocast("cpu", dtype=torch.bfloat16) if side == "bf16" else contextlib.nullcontext()
 
 
 def interleaved(name: str, repeats: int, measure) -> dict[str, float]:
@@ -80,7 +65,7 @@ def generate_row(model, tokenizer, args) -> dict[str, float]:
     from mappa.inference.engine import SamplingParams
     from mappa.inference.hf import HFEngine
 
-    prompts = chats(tokenizer, args.problems)
+    prompts = prompts_for(tokenizer, args.problems)
     engines = {side: HFEngine(model, tokenizer, args.problems, side == "bf16") for side in SIDES}
 
     def measure(side: str) -> tuple[float, int]:
@@ -95,14 +80,16 @@ def generate_row(model, tokenizer, args) -> dict[str, float]:
 def train_row(model, tokenizer, args) -> dict[str, float]:
     import torch
 
-    texts = [p + "Let me work it out. " * 8 for p in chats(tokenizer, args.problems)]
+    from mappa.inference.precision import cpu_autocast
+
+    texts = [p + "Let me work it out. " * 8 for p in prompts_for(tokenizer, args.problems)]
     model.train()
 
     def measure(side: str) -> tuple[float, int]:
         began, tokens = time.perf_counter(), 0
         for start in range(0, len(texts), 4):
             batch = tokenizer(texts[start : start + 4], return_tensors="pt", padding=True)
-            with autocast(side):
+            with cpu_autocast(side == "bf16"):
                 logits = model(**batch).logits.float()
             logprobs = torch.log_softmax(logits[:, :-1], -1).gather(-1, batch["input_ids"][:, 1:, None])
             (-(logprobs.squeeze(-1) * batch["attention_mask"][:, 1:]).mean()).backward()
@@ -130,7 +117,7 @@ def judge_row(args) -> dict[str, float] | None:
     tokenizer = AutoTokenizer.from_pretrained(path)
     model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
     story = "The program printed 42 and the solver wrote that the answer is 42. " * 12
-    prompts = chats(tokenizer, args.problems, f"{story}Answer Yes or No. Is this right? ")
+    prompts = prompts_for(tokenizer, args.problems, f"{story}Answer Yes or No. Is this right? ")
     engines = {side: HFEngine(model, tokenizer, args.problems, side == "bf16") for side in SIDES}
 
     def measure(side: str) -> tuple[float, int]:

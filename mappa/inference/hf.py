@@ -22,7 +22,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from mappa.inference.decode import decode, enable_cpu_gqa
 from mappa.inference.engine import Engine, Generation, SamplingParams
-from mappa.inference.precision import resolve_bf16
+from mappa.inference.precision import cpu_autocast, resolve_bf16
 
 SHARED_PREFIX = 64
 """Common prefix tokens from which a group of prompts runs its prefix once (`grouped_next_token_logprobs`)."""
@@ -225,9 +225,7 @@ class HFEngine(Engine):
         return {i for i in ids + [self.tokenizer.eos_token_id] if i is not None}
 
     def _autocast(self) -> contextlib.AbstractContextManager:
-        if self.bf16_autocast:
-            return torch.autocast("cpu", dtype=torch.bfloat16)
-        return contextlib.nullcontext()
+        return cpu_autocast(self.bf16_autocast)
 
 
 def _common_prefix_length(rows: list[list[int]]) -> int:

@@ -8,6 +8,7 @@ turns autocast on only where the CPU has native bf16. Not covered: CUDA (always 
 
 from __future__ import annotations
 
+import contextlib
 from functools import cache
 from pathlib import Path
 
@@ -32,3 +33,12 @@ def resolve_bf16(setting: bool | str) -> bool:
     if setting == "auto":
         return cpu_has_native_bf16()
     return bool(setting)
+
+
+def cpu_autocast(bf16: bool) -> contextlib.AbstractContextManager:
+    """bf16 autocast on the CPU where `bf16` (resolved: `resolve_bf16`), else a context that does nothing."""
+    if not bf16:
+        return contextlib.nullcontext()
+    import torch  # here, not at import: the bf16 check above reads /proc only
+
+    return torch.autocast("cpu", dtype=torch.bfloat16)

@@ -36,7 +36,7 @@ from mappa.config import AlgoConfig, LoraConfig, TrainerConfig
 from mappa.core.advantages import pad_sequences
 from mappa.core.losses import compute_policy_loss
 from mappa.core.types import TrainSample
-from mappa.inference.precision import resolve_bf16
+from mappa.inference.precision import cpu_autocast, resolve_bf16
 from mappa.storage.checkpoints import TRAINER_STATE
 from mappa.trainer.logprobs import batch_response_logprobs, response_logprobs
 from mappa.trainer.lora import adapter_off, attach_lora, load_adapter, merged_state_dict, save_adapter
@@ -212,9 +212,7 @@ class TorchTrainer:
         return sum(p.numel() for p in self.policy.parameters())
 
     def _autocast(self) -> contextlib.AbstractContextManager:
-        if resolve_bf16(self.config.bf16_autocast):
-            return torch.autocast("cpu", dtype=torch.bfloat16)
-        return contextlib.nullcontext()
+        return cpu_autocast(resolve_bf16(self.config.bf16_autocast))
 
     def save_checkpoint(self, folder: Path, extra: dict[str, Any] | None = None) -> None:
         """Weights as safetensors (loadable by `from_pretrained`; a LoRA agent: its adapter alone, never the
