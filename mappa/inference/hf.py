@@ -1,11 +1,11 @@
 """The HF transformers engine: batched `generate` with sampling params, stop strings and per-token logprobs.
 
-Prompts are sorted by length and generated in batches of `batch_size` with left padding, under one outer
-bf16 autocast on CPU (per-call autocast re-casts fp32 weights at every decoding step and costs about
-1.5x; docs/pitfalls.md), by mappa's own sampling loop over the KV cache (`mappa.inference.decode`: about 3x
-`model.generate` per step here, finished rows leave the batch). Each row is cut after its first EOS or
-stop string; the logprob of each kept token comes from the model's raw logits (temperature 1), whatever
-the sampling temperature.
+Prompts are sorted by length and generated in batches of `batch_size` with left padding, by mappa's own
+sampling loop over the KV cache (`mappa.inference.decode`: about 3x `model.generate` per step here, finished
+rows leave the batch); with bf16 on, the prefill runs under bf16 autocast and the one-token steps in fp32
+(faster than either throughout on a CPU with native bf16: `mappa.inference.decode`). Each row is cut after its
+first EOS or stop string; the logprob of each kept token comes from the model's raw logits (temperature 1),
+whatever the sampling temperature.
 
 The engine may share its model object with a trainer in the same process (the CPU default): then
 `update_weights` with the trainer's own state dict costs one in-place copy and nothing else.
@@ -179,17 +179,17 @@ class HFEngine(Engine):
 
         was_training = self.model.training
         self.model.eval()
-        with self._autocast():
-            decoded = decode(
-                self.model,
-                rows,
-                params.max_new_tokens,
-                params.temperature,
-                params.top_p,
-                self.tokenizer.pad_token_id,
-                self._eos_ids(),
-                stopped if stops else None,
-            )
+        decoded = decode(
+            self.model,
+            rows,
+            params.max_new_tokens,
+            params.temperature,
+            params.top_p,
+            self.tokenizer.pad_token_id,
+            self._eos_ids(),
+            stopped if stops else None,
+            prefill_context=self._autocast,
+        )
         self.model.train(was_training)
         return [self._cut(row, tokens, logprobs, params) for row, (tokens, logprobs, _) in zip(rows, decoded)]
 

@@ -1,12 +1,15 @@
 """The plain torch trainer: one agent's policy, its frozen reference, AdamW and the REINFORCE++ update.
 
-Master weights are fp32; the policy forward/backward runs under bf16 autocast on CPU when configured; old
-and reference logprobs are recomputed in fp32 without autocast (an engine's sampling logprobs are never
-trusted for the ratio). The frozen reference is read from the model's folder for those passes only, and
-the gradients are let go after each update: between stages a worker holds one copy of the model and its
-optimizer state. One optimizer step per `train_batch_size` actions (default: all of the agent's actions
-in the iteration), gradients accumulated over micro-batches and weighted by their token share, so the
-loss is the token-mean of `mappa.core.losses.compute_policy_loss` over the whole step.
+Master weights are fp32; the policy forward/backward runs under bf16 autocast on CPU when configured, and so
+do the old and reference logprob passes (`logprobs`): the ratio's old side is then the update's own number
+(exactly 1 before the first step, where an fp32 old side differed by up to 0.36 per token and the clip cut
+spurious tokens), the KL compares two passes of one precision, and those passes cost what a forward of the
+update costs (about 2x less than fp32 on a CPU with native bf16). The frozen reference is read from the
+model's folder for those passes only, and the gradients are let go after each update: between stages a worker
+holds one copy of the model and its optimizer state. One optimizer step per `train_batch_size` actions
+(default: all of the agent's actions in the iteration), gradients accumulated over micro-batches and weighted
+by their token share, so the loss is the token-mean of `mappa.core.losses.compute_policy_loss` over the whole
+step.
 
 The step is written once for both backends: `DeepSpeedTrainer` (`mappa.trainer.deepspeed_trainer`)
 subclasses this class and replaces only how gradients are made, applied and summed over ranks
@@ -79,9 +82,10 @@ class TorchTrainer:
             self.policy.requires_grad_(False)
 
     def logprobs(self, prompts, responses, which: str = "policy") -> list[list[float]]:
-        """fp32 logprobs of response tokens under the policy or the frozen reference."""
+        """Logprobs of response tokens under the policy or the frozen reference, in the update's precision
+        (bf16 autocast where `trainer.bf16_autocast` resolves true; the results are fp32 numbers)."""
         model, switch = self._scoring_model(which)
-        with switch:
+        with switch, self._autocast():
             return response_logprobs(
                 model, prompts, responses, self.pad_token_id, self.config.micro_batch_size
             )

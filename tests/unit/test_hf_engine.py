@@ -114,3 +114,28 @@ def test_nucleus_sampling_keeps_only_the_top_p_mass():
     drawn = sample_next(logits, temperature=1.0, top_p=0.8)
     assert set(drawn.tolist()) == {0, 1}  # 0.5 + 0.3 reach 0.8: the rest is cut
     assert sample_next(logits, temperature=0.0, top_p=1.0).eq(0).all()
+
+
+def test_with_bf16_only_the_prefill_runs_under_autocast(tiny_model):
+    """bf16 on: the prefill forward runs under bf16 autocast, every one-token step in fp32 over a cache
+    cast to fp32 (`mappa.inference.decode`), and the samples still come out aligned."""
+    model = AutoModelForCausalLM.from_pretrained(tiny_model, dtype=torch.float32)
+    calls: list[tuple[int, bool]] = []
+    model.register_forward_pre_hook(
+        lambda module, args, kwargs: calls.append(
+            (kwargs["input_ids"].shape[1], torch.is_autocast_enabled("cpu"))
+        ),
+        with_kwargs=True,
+    )
+    key_dtypes: list[torch.dtype] = []
+    model.register_forward_hook(
+        lambda module, args, kwargs, out: key_dtypes.append(out.past_key_values.layers[0].keys.dtype),
+        with_kwargs=True,
+    )
+    engine = HFEngine(model, AutoTokenizer.from_pretrained(tiny_model), batch_size=4, bf16_autocast=True)
+    params = SamplingParams(temperature=0.0, max_new_tokens=5, seed=0)
+    (generation,) = engine.generate(["Count: one two three"], params)
+    assert len(generation.token_ids) == len(generation.logprobs) >= 1
+    assert calls[0][1] and calls[0][0] > 1, "the prefill (the whole prompt) runs under autocast"
+    assert calls[1:] and all(width == 1 and not autocast for width, autocast in calls[1:])
+    assert all(dtype == torch.float32 for dtype in key_dtypes[1:]), "steps extend an fp32 cache"

@@ -125,3 +125,20 @@ def test_before_any_update_the_policy_pass_is_the_reference_pass(tiny_model):
     assert reference_pass(0, recompute_old=False, rollout_exact=True) == "rollout"
     assert reference_pass(0, recompute_old=False, rollout_exact=False) == "run"  # vLLM's bf16 numbers
     assert all(reference_pass(1, r, e) == "run" for r in (True, False) for e in (True, False))
+
+
+def test_under_bf16_the_old_logprobs_are_the_updates_own_numbers(tiny_model):
+    """With bf16 autocast the old-logprob pass runs in the update's precision: before the first step the
+    ratio is 1 for every token (nothing clipped, no KL), where fp32 old logprobs would differ from it."""
+    config = TrainerConfig(lr=1e-3, micro_batch_size=4, bf16_autocast=True)
+    trainer = TorchTrainer(str(tiny_model), config, AlgoConfig(clip_eps=0.2), 2)
+    samples = make_samples(trainer)
+    prompts, responses = [s.prompt_token_ids for s in samples], [s.response_token_ids for s in samples]
+    trainer.config = config.model_copy(update={"bf16_autocast": False})
+    fp32 = trainer.logprobs(prompts, responses, "policy")
+    trainer.config = config
+    gap = max(abs(a - b) for s, row in zip(samples, fp32) for a, b in zip(s.old_logprobs, row))
+    assert gap > 1e-4, "bf16 and fp32 passes should differ on this model, or the test shows nothing"
+    metrics = trainer.train(samples)
+    assert metrics["steps"] == 1
+    assert metrics["approx_kl"] == 0.0 and metrics["clip_fraction"] == 0.0
