@@ -4,7 +4,7 @@ Master weights are fp32; the policy forward/backward runs under bf16 autocast on
 do the old and reference logprob passes (`logprobs`): the ratio's old side is then the update's own number
 (the same up to padding before the first step, where an fp32 old side differed from it by 0.02 per token on
 average and up to 0.36), the KL compares two passes of one precision, and those passes cost what a forward of
-the update costs (on a 2-core EPYC with avx512_bf16 the advantages stage's two passes took 46-50 s against
+the update costs (on a 2-core EPYC with avx512_bf16 the advantages stage's two passes took 46-70 s against
 80-94 s in fp32). The frozen reference is read from the model's folder for those passes only, and the
 gradients are let go after each update: between stages a worker holds one copy of the model and its optimizer
 state. One optimizer step per `train_batch_size` actions (default: all of the agent's actions in the
