@@ -16,11 +16,11 @@ repeats every key and value head at every layer and step: the KV cache copied 3x
 3 KV heads). Checked equal to the default path on the model's logits.
 
 With `prefill_context` (the HF engine passes bf16 autocast where the CPU has native bf16) only the prefill
-runs in it, and the steps run in fp32 over a cache cast to fp32: measured on a 2-core EPYC with
-avx512_bf16, SmolLM2-135M, 32 verifier prompts of about 260 tokens x 64 new tokens, the prefill took 20 s in
-fp32 and 9 s in bf16, while a one-token step took 0.13-0.17 s in fp32 and 0.20-0.28 s in bf16 (small
-matrix products gain nothing from bf16 there and pay for the casts), so prefill in bf16 and steps in fp32
-beat both (20.5 s against 27.7 fp32 and 22.6-33 bf16 throughout).
+runs in it, and the steps run in the weights' own dtype (fp32 for the CPU default) over a cache cast to it:
+measured on a 2-core EPYC with avx512_bf16, SmolLM2-135M, 32 verifier prompts of about 260 tokens x 64 new
+tokens, the prefill took 20 s in fp32 and 9 s in bf16, while a one-token step took 0.13-0.17 s in fp32 and
+0.20-0.28 s in bf16 (small matrix products gain nothing from bf16 there and pay for the casts), so prefill in
+bf16 and steps in fp32 beat both (20.5 s against 27.7 fp32 and 22.6-33 bf16 throughout).
 
 Not covered: beam search, repetition penalties, speculative decoding.
 """
@@ -93,7 +93,8 @@ def decode(
 ) -> list[tuple[list[int], list[float], str]]:
     """Per prompt row: (new tokens, their raw logprobs, finish reason "stop" or "length"); the prefill runs
     in `prefill_context()`, the steps without it."""
-    device = next(model.parameters()).device
+    weights = next(model.parameters())
+    device = weights.device
     width = max(len(r) for r in rows)
     input_ids = torch.tensor([[pad_id] * (width - len(r)) + r for r in rows], device=device)  # (B, L)
     attention = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rows], device=device)
@@ -106,7 +107,8 @@ def decode(
             use_cache=True,
             logits_to_keep=1,
         )
-    cache, logits = cache_in_dtype(out.past_key_values, torch.float32), out.logits[:, -1].float()  # (B, V)
+    cache = cache_in_dtype(out.past_key_values, weights.dtype)  # the steps' dtype: bf16 weights stay bf16
+    logits = out.logits[:, -1].float()  # (B, V)
     live = list(range(len(rows)))  # original row of each batch position
     tokens: list[list[int]] = [[] for _ in rows]
     logprobs: list[list[float]] = [[] for _ in rows]

@@ -139,3 +139,13 @@ def test_with_bf16_only_the_prefill_runs_under_autocast(tiny_model):
     assert calls[0][1] and calls[0][0] > 1, "the prefill (the whole prompt) runs under autocast"
     assert calls[1:] and all(width == 1 and not autocast for width, autocast in calls[1:])
     assert all(dtype == torch.float32 for dtype in key_dtypes[1:]), "steps extend an fp32 cache"
+
+
+def test_an_engine_on_bf16_weights_keeps_its_cache_in_bf16(tiny_model):
+    """The steps run in the weights' dtype: an engine on bf16 weights (a DeepSpeed bf16 policy shared with
+    its engine) with bf16 on generates, its cache not cast to fp32 under a bf16 query."""
+    model = AutoModelForCausalLM.from_pretrained(tiny_model, dtype=torch.bfloat16)
+    engine = HFEngine(model, AutoTokenizer.from_pretrained(tiny_model), batch_size=4, bf16_autocast=True)
+    params = SamplingParams(temperature=0.0, max_new_tokens=5, seed=0)
+    generations = engine.generate(["Count: one two three", "x"], params)
+    assert all(len(g.token_ids) == len(g.logprobs) >= 1 for g in generations)
