@@ -96,19 +96,21 @@ class SmokeAgent:
 
         self.name, self.args, self.shapes, self.device = name, args, shapes, device
         dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
-        with tempfile.TemporaryDirectory(prefix=f"mappa-gpu-smoke-{name}-") as folder:
-            self.parameters = build_model(Path(folder), shapes, dtype)
-            started = time.perf_counter()
-            config = TrainerConfig(
-                type="deepspeed",
-                zero_stage=3,
-                bf16_autocast=device.type == "cuda",
-                lr=1e-6,
-                micro_batch_size=args.micro_batch_size,
-            )
-            self.trainer = DeepSpeedTrainer(folder, config, AlgoConfig(), pad_token_id=0, seed=0)
-            self.engine = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype).to(device).eval()
-            self.start_s = time.perf_counter() - started
+        # The folder lives as long as the agent: the trainer loads its reference model from it lazily.
+        self.folder = tempfile.TemporaryDirectory(prefix=f"mappa-gpu-smoke-{name}-")
+        folder = self.folder.name
+        self.parameters = build_model(Path(folder), shapes, dtype)
+        started = time.perf_counter()
+        config = TrainerConfig(
+            type="deepspeed",
+            zero_stage=3,
+            bf16_autocast=device.type == "cuda",
+            lr=1e-6,
+            micro_batch_size=args.micro_batch_size,
+        )
+        self.trainer = DeepSpeedTrainer(folder, config, AlgoConfig(), pad_token_id=0, seed=0)
+        self.engine = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype).to(device).eval()
+        self.start_s = time.perf_counter() - started
         self.generator = torch.Generator(device="cpu").manual_seed(len(name))
         self.steps: list[dict] = []
 
