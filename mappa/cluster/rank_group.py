@@ -17,7 +17,9 @@ ranks hold one engine each and every `chat` call's prompts are split among them.
 
 from __future__ import annotations
 
+import random
 import socket
+from pathlib import Path
 from typing import Any
 
 import ray
@@ -83,12 +85,41 @@ def _concatenated(*answers: list[Any]) -> list[Any]:
     return [item for answer in answers for item in answer]
 
 
+RAY_WORKER_PORTS_END = 20000  # Ray's workers listen on 10002-19999 by default
+EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+
+
+def ephemeral_ports_start() -> int:
+    """The first port of this node's ephemeral range (Linux's default: 32768)."""
+    try:
+        return int(EPHEMERAL_RANGE.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+def free_rendezvous_port(tries: int = 64) -> int:
+    """A free port that the kernel does not hand out on its own: above Ray's worker ports and below this
+    node's ephemeral range. Rank 0 binds it seconds later (after its process starts and imports torch);
+    a free port from the ephemeral range (`bind(("", 0))`) can be taken meanwhile by any outgoing
+    connection of Ray's or Prefect's, and rank 0 then fails with "address already in use". Falls back
+    to an ephemeral port where that range leaves no room."""
+    candidates = range(RAY_WORKER_PORTS_END, ephemeral_ports_start())
+    for port in random.sample(candidates, min(tries, len(candidates))):
+        with socket.socket() as probe:
+            try:
+                probe.bind(("", port))
+            except OSError:
+                continue
+            return port
+    with socket.socket() as probe:
+        probe.bind(("", 0))
+        return probe.getsockname()[1]
+
+
 @ray.remote(num_cpus=0)
 def _rendezvous() -> tuple[str, int]:
     """This node's address and a free port, for the process group's rank 0."""
-    with socket.socket() as probe:
-        probe.bind(("", 0))
-        return ray.util.get_node_ip_address(), probe.getsockname()[1]
+    return ray.util.get_node_ip_address(), free_rendezvous_port()
 
 
 def rank_placement(name: str, ranks: int, num_gpus: float, resources: dict[str, float] | None = None) -> Any:

@@ -2,9 +2,10 @@
 gone, instead of Ray's own paragraph about a dead actor.
 
 `worker_lost_error(exc)` turns Ray's actor errors (`RayActorError`: a worker process killed, its node
-lost) into a `WorkerLostError` naming the seat, the node's address and resources, and what `mappa resume`
-will do; any other error gives None. It reads the dead actor and the nodes from Ray's control store
-(GCS), which stays reachable while the head node lives. Not covered: the head node itself dying (the
+lost, its start failed: then with the error its `__init__` raised) into a `WorkerLostError` naming the
+seat, the node's address and resources, and what `mappa resume` will do; any other error gives None.
+It reads the dead actor and the nodes from Ray's control store (GCS), which stays reachable while the
+head node lives. Not covered: the head node itself dying (the
 driver loses Ray altogether; the run continues with `mappa resume` once a head is back).
 """
 
@@ -60,6 +61,16 @@ def _actor_error_in(exc: BaseException | None, depth: int = 0) -> RayActorError 
     return _actor_error_in(exc.__cause__ or exc.__context__, depth + 1)
 
 
+def start_failure(exc: RayActorError) -> str | None:
+    """The error an actor's `__init__` raised (its last line: `OSError: [Errno 98] ...`), or None if it
+    died after starting."""
+    text = str(exc)
+    if "error raised in its creation task" not in text:
+        return None
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[-1] if len(lines) > 1 else None
+
+
 def worker_lost_error(exc: BaseException, config: RunConfig | None = None) -> WorkerLostError | None:
     """A `WorkerLostError` describing the dead worker behind `exc`, or None if `exc` is not one; with the
     run's `config`, the placement that put the worker there (a dead node reports no resources)."""
@@ -89,6 +100,8 @@ def worker_lost_error(exc: BaseException, config: RunConfig | None = None) -> Wo
         where = f"node {node['NodeManagerAddress']} ({node_id[:12]}{placed})"
         gone = "NODE_DIED" in str(actor.get("DeathCause", "")) or not node["Alive"]
         cause = "that node is gone" if gone else "that node is alive: the worker process died"
+    if failed_start := start_failure(exc):
+        cause = f"its start failed: {failed_start}"
     agent = f"{seat} (rank {rank})" if rank else seat
     return WorkerLostError(
         f"the worker of agent {agent} ({name}) died on {where}: {cause}. Finished stages are kept; "

@@ -53,3 +53,42 @@ def test_hf_ranks_all_generate_the_same_prompts_in_step(ray_local):
     answers = ray.get(RankGroup(ranks).chat.remote(["a", "b"], {}))
     assert answers == [(0, "a"), (0, "b")]
     assert ray.get([rank.seen.remote() for rank in ranks]) == [[("chat", 2)], [("chat", 2)]]
+
+
+@ray.remote(num_cpus=0)
+class FailingRank:
+    def __init__(self) -> None:
+        raise OSError("[Errno 98] Address already in use")
+
+    def train(self, value: int) -> int:
+        return value
+
+
+def test_a_rank_whose_start_failed_is_named_with_its_error(ray_local):
+    """A rank that raised in `__init__` (rank 0 unable to bind the rendezvous port, say) is reported with
+    that error, not as a dead process."""
+    from mappa.cluster.worker_loss import worker_lost_error
+
+    ranks = [FailingRank.options(name="mappa-startfail-verifier-rank0").remote(), Rank.remote(1)]
+    with pytest.raises(ray.exceptions.RayError) as raised:
+        ray.get(RankGroup(ranks).train.remote(1))
+    message = str(worker_lost_error(raised.value))
+    assert "agent verifier (rank 0)" in message, message
+    assert "its start failed: OSError: [Errno 98] Address already in use" in message, message
+    assert "the worker process died" not in message
+
+
+def test_the_rendezvous_port_is_free_and_outside_the_kernels_own_ranges():
+    """Rank 0 binds the port seconds after it is chosen: it must be one the kernel does not hand out to
+    outgoing connections meanwhile (below the ephemeral range), nor one of Ray's worker ports."""
+    import socket
+
+    from mappa.cluster.rank_group import RAY_WORKER_PORTS_END, ephemeral_ports_start, free_rendezvous_port
+
+    ports = {free_rendezvous_port() for _ in range(20)}
+    assert len(ports) > 1
+    for port in ports:
+        assert RAY_WORKER_PORTS_END <= port < ephemeral_ports_start()
+    port = ports.pop()
+    with socket.socket() as server:
+        server.bind(("", port))
