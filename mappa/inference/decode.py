@@ -118,10 +118,11 @@ def decode(
         chosen = sample_next(logits, temperature, top_p)  # (B,)
         chosen_logprobs = logits.gather(-1, chosen[:, None]).squeeze(-1) - torch.logsumexp(logits, -1)
         keep = []
+        chosen_ids, chosen_values = chosen.tolist(), chosen_logprobs.tolist()  # one device sync per step
         for b, row in enumerate(live):
-            token = int(chosen[b])
+            token = chosen_ids[b]
             tokens[row].append(token)
-            logprobs[row].append(float(chosen_logprobs[b]))
+            logprobs[row].append(chosen_values[b])
             if token in eos_ids or (stopped is not None and stopped(row, tokens[row])):
                 reasons[row] = "stop"
             else:
