@@ -5,8 +5,8 @@ gone, instead of Ray's own paragraph about a dead actor.
 lost, its start failed: then with the error its `__init__` raised) into a `WorkerLostError` naming the
 seat, the node's address and resources, and what `mappa resume` will do; any other error gives None.
 It reads the dead actor and the nodes from Ray's control store (GCS), which stays reachable while the
-head node lives. Not covered: the head node itself dying (the
-driver loses Ray altogether; the run continues with `mappa resume` once a head is back).
+head node lives. Not covered: the head node itself dying (the driver loses Ray altogether; the run
+continues with `mappa resume` once a head is back).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A ten-iteration run under checkpoint retention, and what pruning means for the commands that read a run.
+"""A seven-iteration run under checkpoint retention, and what pruning means for the commands that read a run.
 
 The run (tiny model, rubric coach, local disk, in this process) keeps 2 full states per agent and the
 weights of every 3rd iteration. Checked: the checkpoints' bytes after iteration 2 and after iteration 7
