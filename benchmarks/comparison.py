@@ -95,6 +95,22 @@ def default_out(name: str) -> str:
     return str(Path(__file__).resolve().parent / "results" / f"{name}.json")
 
 
+def load_causal_lm(model: str, threads: int):
+    """(tokenizer, fp32 model in eval mode) of `model` as mappa resolves it (`smollm2`: the shipped model),
+    with torch on `threads` threads (set before torch's first import where it is imported here first)."""
+    os.environ["OMP_NUM_THREADS"] = str(threads)
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from mappa.inference.prepare import resolve_model
+
+    torch.set_num_threads(threads)
+    path = resolve_model(model)
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    tokenizer.pad_token = tokenizer.pad_token or tokenizer.eos_token
+    return tokenizer, AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
+
+
 def benchmark_model(model: str, tiny: bool, scratch: Path) -> str:
     """The model folder a benchmark runs on: `model` as mappa resolves it (`smollm2`: the shipped model), or
     with `tiny` a tiny random model built under `scratch` (for smoke runs; its speed means nothing)."""

@@ -32,7 +32,16 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 import argparse  # noqa: E402
 import time  # noqa: E402
 
-from comparison import default_out, machine_info, median, print_facts, print_table, verdict, write_json  # noqa: E402
+from comparison import (  # noqa: E402
+    default_out,
+    load_causal_lm,
+    machine_info,
+    median,
+    print_facts,
+    print_table,
+    verdict,
+    write_json,
+)
 from engine import prompts_for  # noqa: E402
 
 TIE = 0.10  # sides within 10% of each other: either choice is fine
@@ -130,18 +139,9 @@ def judge_row(args) -> dict[str, float] | None:
 
 def main() -> None:
     args = parse_args()
-    os.environ["OMP_NUM_THREADS"] = str(args.threads)
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
+    tokenizer, model = load_causal_lm("smollm2", args.threads)
     from mappa.inference.precision import resolve_bf16
-    from mappa.inference.prepare import resolve_model
 
-    torch.set_num_threads(args.threads)
-    path = resolve_model("smollm2")
-    tokenizer = AutoTokenizer.from_pretrained(path)
-    tokenizer.pad_token = tokenizer.pad_token or tokenizer.eos_token
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
     rows = {"generate": generate_row(model, tokenizer, args), "train": train_row(model, tokenizer, args)}
     if not args.no_coach and (judge := judge_row(args)) is not None:
         rows["judge"] = judge

@@ -31,6 +31,7 @@ import contextlib
 from collections.abc import Callable
 
 import torch
+from transformers.cache_utils import DynamicLayer
 
 StopCheck = Callable[[int, list[int]], bool]  # (row, its tokens so far) -> whether a stop string ended it
 
@@ -63,6 +64,55 @@ def cache_in_dtype(cache, dtype: torch.dtype):
             layer.keys, layer.values = keys.to(dtype), values.to(dtype)
             if hasattr(layer, "dtype"):
                 layer.dtype = dtype
+    return cache
+
+
+class ReservedLayer(DynamicLayer):
+    """One layer's KV cache with room reserved for the tokens still to come: each step writes its key and
+    value into the room, where `DynamicLayer` concatenates (a copy of the layer's whole cache at every
+    step). `keys` and `values` are views of the filled part, so attention reads what it read before."""
+
+    def __init__(self, keys: torch.Tensor, values: torch.Tensor, room: int) -> None:
+        super().__init__()
+        batch, heads, filled, width = keys.shape
+        self._keys = keys.new_empty(batch, heads, filled + room, width)
+        self._values = values.new_empty(batch, heads, filled + room, values.shape[-1])
+        self._keys[:, :, :filled] = keys
+        self._values[:, :, :filled] = values
+        self.filled = filled
+        self.dtype, self.device, self.is_initialized = keys.dtype, keys.device, True
+        self._expose()
+
+    def _expose(self) -> None:
+        self.keys, self.values = self._keys[:, :, : self.filled], self._values[:, :, : self.filled]
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
+        end = self.filled + key_states.shape[-2]
+        if end > self._keys.shape[-2]:
+            raise ValueError(f"KV cache room exhausted: {end} positions, {self._keys.shape[-2]} reserved")
+        self._keys[:, :, self.filled : end] = key_states
+        self._values[:, :, self.filled : end] = value_states
+        self.filled = end
+        self._expose()
+        return self.keys, self.values
+
+    def get_seq_length(self) -> int:
+        return self.filled
+
+    def batch_select_indices(self, indices: torch.Tensor) -> None:
+        self._keys, self._values = self._keys[indices], self._values[indices]
+        self._expose()
+
+
+def reserve_room(cache, room: int):
+    """`cache` (a transformers `DynamicCache` after the prefill) with each plain `DynamicLayer` replaced by
+    a `ReservedLayer` holding `room` more positions, in place; other layouts are returned as they are."""
+    layers = getattr(cache, "layers", None)
+    if not isinstance(layers, list):
+        return cache
+    for i, layer in enumerate(layers):
+        if type(layer) is DynamicLayer and layer.is_initialized and layer.keys.dim() == 4:
+            layers[i] = ReservedLayer(layer.keys, layer.values, room)
     return cache
 
 
@@ -108,6 +158,7 @@ def decode(
             logits_to_keep=1,
         )
     cache = cache_in_dtype(out.past_key_values, weights.dtype)  # the steps' dtype: bf16 weights stay bf16
+    cache = reserve_room(cache, max_new_tokens)
     logits = out.logits[:, -1].float()  # (B, V)
     live = list(range(len(rows)))  # original row of each batch position
     tokens: list[list[int]] = [[] for _ in rows]

@@ -149,3 +149,33 @@ def test_an_engine_on_bf16_weights_keeps_its_cache_in_bf16(tiny_model):
     params = SamplingParams(temperature=0.0, max_new_tokens=5, seed=0)
     generations = engine.generate(["Count: one two three", "x"], params)
     assert all(len(g.token_ids) == len(g.logprobs) >= 1 for g in generations)
+
+
+def test_reserved_cache_decodes_as_the_growing_one(tiny_model, monkeypatch):
+    """`mappa.inference.decode` writes each step into room reserved after the prefill (`ReservedLayer`)
+    instead of concatenating: the same tokens and logprobs, also when rows leave the batch early."""
+    from mappa.inference import decode as decoding
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model, dtype=torch.float32).eval()
+    rows = [[5, 6, 7, 8, 9, 10], [11, 12], [13, 14, 15]]
+
+    def stopped(row, tokens):  # rows end after 2, 4 and 7 tokens: the batch shrinks twice
+        return len(tokens) == (2, 4, 7)[row]
+
+    def run():
+        torch.manual_seed(0)
+        return decoding.decode(model, rows, 7, 0.8, 1.0, 0, set(), stopped)
+
+    layers = []
+    original = decoding.reserve_room
+    monkeypatch.setattr(
+        decoding, "reserve_room", lambda cache, room: layers.append(original(cache, room).layers[0]) or cache
+    )
+    reserved = run()
+    assert isinstance(layers[0], decoding.ReservedLayer)
+    monkeypatch.setattr(decoding, "reserve_room", lambda cache, room: cache)
+    growing = run()
+    assert [r[0] for r in reserved] == [r[0] for r in growing]
+    assert [len(r[0]) for r in reserved] == [2, 4, 7]
+    for (_, fast, _), (_, slow, _) in zip(reserved, growing):
+        assert torch.allclose(torch.tensor(fast), torch.tensor(slow), atol=1e-6)
