@@ -1,7 +1,7 @@
 """Does the coach's signal make the team better? MathChat under several reward sources, evaluated held out.
 
 Trains the three MathChat agents (SmolLM2-135M-Instruct each, `configs/mathchat-cpu-learn.yaml`: one-step
-problems, 8 per iteration x 4 samples each, the sibling baseline, 3 iterations) under each reward source at
+problems, 16 per iteration x 4 samples each, the sibling baseline, 3 iterations) under each reward source at
 equal samples (the same problems, sampling seeds and updates per iteration), and evaluates the team
 greedily on held-out problems before training (the base model, shared by every run: the same weights,
 greedy) and after the last iteration:
