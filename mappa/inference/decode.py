@@ -75,7 +75,8 @@ def cache_in_dtype(cache, dtype: torch.dtype):
 class ReservedLayer(DynamicLayer):
     """One layer's KV cache with room reserved for the tokens still to come: each step writes its key and
     value into the room, where `DynamicLayer` concatenates (a copy of the layer's whole cache at every
-    step). `keys` and `values` are views of the filled part, so attention reads what it read before."""
+    step). `keys` and `values` are views of the filled part, so attention reads what it read before.
+    Serves `decode` (appending and dropping rows) only: cropping and repeating rows are not supported."""
 
     def __init__(self, keys: torch.Tensor, values: torch.Tensor, room: int) -> None:
         super().__init__()
