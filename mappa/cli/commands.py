@@ -98,6 +98,9 @@ def continue_command(args: argparse.Namespace, run_id: str, root: str) -> str:
     """The command that continues what `args` started: `mappa resume` (or the same `mappa evaluate`)."""
     if args.command == "evaluate":
         again = "" if args.iteration is None else f" --iteration {args.iteration}"
+        if args.eval_data:
+            again += f" --eval-data {args.eval_data}" + (f" --as {args.name}" if args.name else "")
+            again += f" --eval-problems {args.eval_problems}" if args.eval_problems else ""
         return f"mappa evaluate {run_id} --root {root}{again}"
     if args.command == "rescore":
         return f"the same mappa rescore {run_id} --as {args.name} ..."
@@ -256,12 +259,18 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    from mappa.stages.evaluate import check_evaluable, evaluation_rows, last_trained_iteration
+    from mappa.stages.evaluate import STAGE_NAME, check_evaluable, evaluation_rows, last_trained_iteration
+    from mappa.stages.evaluate_on import check_evaluation_set, stage_name
     from mappa.storage.run import Run
 
     run = Run.open(args.root, args.run_id)  # fails fast, before Ray or Prefect start
     iteration = last_trained_iteration(run) if args.iteration is None else args.iteration
     check_evaluable(run, iteration)
+    stage = STAGE_NAME
+    if args.eval_data:
+        stage = stage_name(check_evaluation_set(run, args.eval_data, args.name, args.eval_problems))
+    elif args.name or args.eval_problems:
+        raise ValueError("--as and --eval-problems go with --eval-data FILE (the problems to evaluate on)")
     from mappa.flows.evaluate import evaluate
 
     code, manifest = run_logged(
@@ -269,11 +278,11 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         args.run_id,
         args.root,
         run.config,
-        lambda: evaluate(run_id=args.run_id, root=args.root, iteration=iteration),
+        lambda: evaluate(args.run_id, args.root, iteration, args.eval_data, args.name, args.eval_problems),
     )
     if code:
         return code
-    print_evaluation(manifest, evaluation_rows(run, manifest["iteration"]))
+    print_evaluation(manifest, evaluation_rows(run, manifest["iteration"], stage))
     return 0
 
 

@@ -103,6 +103,18 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument(
         "--iteration", type=int, help="checkpoint to evaluate (default: the last finished; -1: base model)"
     )
+    evaluate.add_argument(
+        "--eval-data",
+        metavar="FILE",
+        help="evaluate on these problems instead of the run's held-out set (a file or URL the run's env "
+        "reads, e.g. JSONL rows of problem/answer); results under ITER/evaluate-on/NAME/",
+    )
+    evaluate.add_argument(
+        "--as", dest="name", metavar="NAME", help="the name of that evaluation (default: the file's stem)"
+    )
+    evaluate.add_argument(
+        "--eval-problems", type=int, metavar="N", help="with --eval-data: its first N problems (default: all)"
+    )
     evaluate.add_argument("--debug", action="store_true", help=DEBUG_HELP)
     evaluate.set_defaults(func=cmd_evaluate)
     serve = sub.add_parser(

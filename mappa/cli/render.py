@@ -16,17 +16,28 @@ console = Console(soft_wrap=True)
 
 
 def print_evaluations(run) -> None:
-    """Every evaluation of the run side by side (base first), and what changed from the first to the last:
-    held-out success and, per seat, the share of problems where it did its part."""
+    """Every evaluation of the run side by side (base first), one table per problem set (the run's held-out
+    set, then each `mappa evaluate --eval-data` set), and what changed from the first to the last: success
+    and, per seat, the share of problems where it did its part."""
+    from mappa.stages.evaluate import STAGE_NAME
+    from mappa.stages.evaluate_on import evaluation_set_names, stage_name
+
+    sets = {"held-out": STAGE_NAME} | {name: stage_name(name) for name in evaluation_set_names(run)}
+    printed = [print_evaluation_set(run, title, stage) for title, stage in sets.items()]
+    if not any(printed):
+        console.print(f"run {run.run_id} has no evaluation yet: `mappa evaluate {run.run_id} --iteration -1`")
+
+
+def print_evaluation_set(run, title: str, stage: str) -> bool:
+    """One problem set's evaluations (`print_evaluations`); False when it has none."""
     import pandas as pd
 
     from mappa.stages.evaluate import evaluation_summaries
 
-    rows = evaluation_summaries(run)
+    rows = evaluation_summaries(run, stage)
     if not rows:
-        console.print(f"run {run.run_id} has no evaluation yet: `mappa evaluate {run.run_id} --iteration -1`")
-        return
-    console.print(_frame_table(f"run {run.run_id}: held-out evaluations", pd.DataFrame(rows)))
+        return False
+    console.print(_frame_table(f"run {run.run_id}: {title} evaluations", pd.DataFrame(rows)))
     if len(rows) > 1:
         first, last = rows[0], rows[-1]
         seats = [key for key in first if key.endswith(" did its part") and key in last]
@@ -34,11 +45,12 @@ def print_evaluations(run) -> None:
             f"{seat.removesuffix(' did its part')} {first[seat]:.0%} -> {last[seat]:.0%}" for seat in seats
         ]
         console.print(
-            f"held-out success {first['evaluation']} -> {last['evaluation']}: {first['success']:.1%} -> "
+            f"{title} success {first['evaluation']} -> {last['evaluation']}: {first['success']:.1%} -> "
             f"{last['success']:.1%} ({100 * (last['success'] - first['success']):+.1f} points)"
             + (f"; per seat, problems where it did its part: {', '.join(changes)}" if changes else ""),
             highlight=False,
         )
+    return True
 
 
 def print_plot(run, path: str) -> None:

@@ -4,6 +4,7 @@
     {root}/{run_id}/iter-0003/evaluate/trajectories.parquet  one row per action, as the rollout stage's
     {root}/{run_id}/iter-0003/evaluate/_manifest.json        success rate, problems, timings; written last
     {root}/{run_id}/base/evaluate/...                        the same for the base model (iteration -1)
+    {root}/{run_id}/iter-0003/evaluate-on/NAME/...           the same on another problem file (below)
 
 `execute(run, K, "evaluate")` evaluates the weights saved by iteration K's update (the checkpoint of iteration
 K, which iteration K + 1 would roll out with); `K = -1` evaluates the initial weights, before any update. The
@@ -16,6 +17,10 @@ Complete, and skipped, when its manifest matches the config hash, the code versi
 evaluated iteration's update output (`mappa.stages.stage`; the base evaluation has no input). Not covered:
 metrics beyond the success rate per problem (no pass@k, no per-kind breakdown), and evaluating several envs at
 once.
+
+The same stage runs on any other problem file as the stage `evaluate-on/NAME` (`mappa evaluate RUN
+--eval-data FILE`, `mappa.stages.evaluate_on`): the functions here take that stage's name and config
+(`stage`, `config`; by default the run's own held-out set).
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from typing import Any
 
 import pandas as pd
 
+from mappa.config import RunConfig
 from mappa.core.types import Problem, Trajectory
 from mappa.envs.outcome_summary import summarize_by_kind
 from mappa.envs.overlap import find_overlap
@@ -56,8 +62,8 @@ def evaluation_label(iteration: int) -> str:
     return iteration_label(iteration)
 
 
-def evaluation_parts(run: Run, iteration: int, name: str) -> tuple[str, ...]:
-    return run.parts(iteration, STAGE_NAME, name)
+def evaluation_parts(run: Run, iteration: int, name: str, stage: str = STAGE_NAME) -> tuple[str, ...]:
+    return run.parts(iteration, stage, name)
 
 
 def last_trained_iteration(run: Run) -> int:
@@ -85,23 +91,24 @@ def check_evaluable(run: Run, iteration: int) -> None:
         require_checkpoint(run, agent, iteration, "weights", f"evaluating iteration {iteration}")
 
 
-def evaluation_complete(run: Run, iteration: int) -> bool:
+def evaluation_complete(run: Run, iteration: int, stage: str = STAGE_NAME) -> bool:
     evaluation_label(iteration)
-    return stage_complete(run, iteration, STAGE_NAME)
+    return stage_complete(run, iteration, stage)
 
 
-def evaluation_summaries(run: Run) -> list[dict[str, Any]]:
-    """Every finished evaluation of the run, base first: its label, problems, success rate (strict and
-    flexible) and each seat's share of problems where it did its part (`by_seat`)."""
+def evaluation_summaries(run: Run, stage: str = STAGE_NAME) -> list[dict[str, Any]]:
+    """Every finished evaluation of the run by `stage` (one problem set), base first: its label,
+    problems, success rate (strict and flexible) and each seat's share of problems where it did its part
+    (`by_seat`)."""
     names = run.store.list(run.run_id)
     iterations = [BASE] * ("base" in names) + sorted(
         int(name[5:]) for name in names if name.startswith("iter-") and name[5:].isdigit()
     )
     rows = []
     for iteration in iterations:
-        if not run.has_manifest(iteration, STAGE_NAME):
+        if not run.has_manifest(iteration, stage):
             continue
-        manifest = run.read_manifest(iteration, STAGE_NAME)
+        manifest = run.read_manifest(iteration, stage)
         by_seat = manifest.get("by_seat") or {}
         rows.append(
             {
@@ -119,15 +126,17 @@ def _present(key: str, value: Any) -> dict[str, Any]:
     return {} if value is None else {key: value}
 
 
-def evaluation_rows(run: Run, iteration: int) -> list[dict[str, Any]]:
+def evaluation_rows(run: Run, iteration: int, stage: str = STAGE_NAME) -> list[dict[str, Any]]:
     """The results of a finished evaluation, one dict per problem."""
-    return run.store.read_parquet(*output_parts(run, iteration, STAGE_NAME)).to_dict("records")
+    return run.store.read_parquet(*output_parts(run, iteration, stage)).to_dict("records")
 
 
-def held_out_problems(run: Run) -> tuple[list[Problem], int]:
-    """The problems an evaluation runs, and how many held-out problems `env.overlap: drop` left out for
-    repeating training problems (0 under `warn` and `error`)."""
-    env = run.config.env
+def held_out_problems(run: Run, config: RunConfig | None = None) -> tuple[list[Problem], int]:
+    """The problems an evaluation runs (`env.eval_data` of `config`, by default the run's), and how many
+    held-out problems `env.overlap: drop` left out for repeating training problems (0 under `warn` and
+    `error`)."""
+    config = config or run.config
+    env = config.env
     problems = load_env_problems(env.type, env.eval_data)
     if not problems:
         raise ValueError(f"env.eval_data {env.eval_data} holds no problems; point it at a held-out data set")
@@ -138,7 +147,7 @@ def held_out_problems(run: Run) -> tuple[list[Problem], int]:
         if not kept:
             raise ValueError(f"every problem of env.eval_data {env.eval_data} repeats a training problem")
         problems, dropped = kept, len(problems) - len(kept)
-    return problems[: run.config.rollout.eval_problems], dropped
+    return problems[: config.rollout.eval_problems], dropped
 
 
 def results_frame(trajectories: list[Trajectory], spec: EnvSpec | None = None) -> pd.DataFrame:
@@ -171,13 +180,16 @@ def results_frame(trajectories: list[Trajectory], spec: EnvSpec | None = None) -
     return pd.DataFrame(rows)
 
 
-def evaluate_iteration(run: Run, iteration: int) -> dict[str, Any]:
-    """Evaluate checkpoint `iteration` (-1: the base model): results, trajectories and the manifest."""
+def evaluate_iteration(
+    run: Run, iteration: int, stage: str = STAGE_NAME, config: RunConfig | None = None
+) -> dict[str, Any]:
+    """Evaluate checkpoint `iteration` (-1: the base model) as stage `stage` on `config`'s held-out
+    problems (by default the run's): results, trajectories and the manifest."""
     check_evaluable(run, iteration)
     started = time.perf_counter()
-    config = run.config
+    config = config or run.config
     label = evaluation_label(iteration)
-    problems, dropped = held_out_problems(run)
+    problems, dropped = held_out_problems(run, config)
     pairs = [(f"eval-{label}-{p.id}", p) for p in problems]
     params = SamplingParams(
         temperature=config.rollout.eval_temperature,
@@ -192,11 +204,11 @@ def evaluate_iteration(run: Run, iteration: int) -> dict[str, Any]:
     generated = time.perf_counter() - started
     results = results_frame(trajectories, get_env_spec(config.env.type))
     frame = trajectories_to_frame(trajectories, iteration)
-    run.store.write_parquet(frame, *evaluation_parts(run, iteration, TRAJECTORIES))
-    run.store.write_parquet(results, *output_parts(run, iteration, STAGE_NAME))
+    run.store.write_parquet(frame, *evaluation_parts(run, iteration, TRAJECTORIES, stage))
+    run.store.write_parquet(results, *output_parts(run, iteration, stage))
     timings = {"rollout_s": generated, "total_s": time.perf_counter() - started}
     by_kind = summarize_by_kind(trajectories)
-    return write_evaluation_manifest(run, iteration, results, timings, by_kind, dropped)
+    return write_evaluation_manifest(run, iteration, results, timings, by_kind, dropped, stage, config)
 
 
 def write_evaluation_manifest(
@@ -206,20 +218,23 @@ def write_evaluation_manifest(
     timings: dict[str, float],
     by_kind: dict[str, Any] | None = None,
     dropped_for_overlap: int = 0,
+    stage: str = STAGE_NAME,
+    config: RunConfig | None = None,
 ) -> dict[str, Any]:
     """The manifest, written last (its presence marks the evaluation complete)."""
+    config = config or run.config
     return write_manifest(
         run,
         iteration,
-        STAGE_NAME,
+        stage,
         rows=len(results),
         timings=timings,
         label=evaluation_label(iteration),
-        trajectories=run.store.url(*evaluation_parts(run, iteration, TRAJECTORIES)),
+        trajectories=run.store.url(*evaluation_parts(run, iteration, TRAJECTORIES, stage)),
         problems=len(results),
-        eval_data=run.config.env.eval_data,
+        eval_data=config.env.eval_data,
         dropped_for_overlap=dropped_for_overlap,
-        temperature=run.config.rollout.eval_temperature,
+        temperature=config.rollout.eval_temperature,
         correct=int(results["correct"].sum()),
         success_rate=float(results["correct"].mean()),
         success_rate_boxed=_mean(results, "correct_boxed"),

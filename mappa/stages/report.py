@@ -167,13 +167,18 @@ def kind_rows_of(run: Run, iteration: int) -> list[dict[str, Any]]:
 
 
 def publish_evaluation(
-    run: Run, iteration: int, results: pd.DataFrame | Sequence[Mapping[str, Any]]
+    run: Run,
+    iteration: int,
+    results: pd.DataFrame | Sequence[Mapping[str, Any]],
+    stage: str = "evaluate",
 ) -> dict[str, Any]:
     """A table artifact of evaluation results (one row per problem, or per env/agent) plus an aggregate row.
 
     `iteration` is the evaluated checkpoint (-1: the base model). `results` is a DataFrame or a list of
     dicts, e.g. with problem_id, correct, final_answer, gold_answer (as `mappa evaluate` writes them).
     The aggregate row averages the numeric and boolean columns (so `correct` becomes the accuracy).
+    `stage`: `evaluate` (the run's held-out set, artifact `...-evaluation`) or `evaluate-on/NAME` (another
+    problem file, artifact `...-evaluation-on-NAME`).
     Returns {"artifacts": {"evaluation": {"key", "id"}}, "accuracy", "rows", "errors"}.
     """
     frame = results.copy() if isinstance(results, pd.DataFrame) else pd.DataFrame(list(results))
@@ -183,12 +188,16 @@ def publish_evaluation(
     rows = [_rounded(row) for row in frame.to_dict("records")] + [aggregate]
     accuracy = float(frame["correct"].astype(float).mean()) if "correct" in frame else None
     weights = "the base model" if iteration < 0 else f"the checkpoint of iteration {iteration}"
-    describe = f"run {run.run_id}, evaluation of {weights}"
+    problem_set = stage.partition("/")[2]
+    describe = f"run {run.run_id}, evaluation of {weights}" + (f" on {problem_set}" if problem_set else "")
     if accuracy is not None:
         describe += f": accuracy {accuracy:.1%} on {len(frame)}"
+    kind = "evaluation" + (
+        f"-on-{re.sub(r'[^a-z0-9]+', '-', problem_set.lower()).strip('-')}" if problem_set else ""
+    )
     errors: list[str] = []
     created = create_artifact(
-        artifact_key(run.run_id, "evaluation"),
+        artifact_key(run.run_id, kind),
         lambda key: create_table_artifact(rows, key=key, description=describe, _sync=True),
         errors,
     )

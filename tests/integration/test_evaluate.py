@@ -105,3 +105,42 @@ def test_the_base_model_is_evaluated_on_the_same_problems(trained_run, evaluated
     trained = trained_run.store.read_parquet(*evaluation_parts(trained_run, 0, "results.parquet"))
     assert list(results["problem_id"]) == list(trained["problem_id"])
     assert "/base/evaluate/" in base["output"]
+
+
+def test_another_problem_file_is_evaluated_apart(trained_run, evaluated, tmp_path, capsys):
+    """`mappa evaluate RUN --eval-data FILE`: the same checkpoint on the file's problems, under
+    evaluate-on/NAME, its own artifact; the run's evaluation untouched; a second call skipped."""
+    from mappa.cli import main
+    from mappa.stages.report import artifact_key
+
+    data = tmp_path / "bench.jsonl"
+    rows = [
+        {"id": "b0", "problem": "What is 5 + 4?", "answer": "9"},
+        {"id": "b1", "problem": "6 - 2?", "answer": 4},
+    ]
+    data.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    before = output_hash(trained_run, 0, "evaluate")
+    command = [
+        "evaluate",
+        RUN_ID,
+        "--root",
+        trained_run.store.root,
+        "--iteration",
+        "0",
+        "--eval-data",
+        str(data),
+    ]
+    assert main(command) == 0
+    assert "evaluation of iter-0000 on" in capsys.readouterr().out
+    stage = "evaluate-on/bench"
+    results = trained_run.store.read_parquet(*evaluation_parts(trained_run, 0, "results.parquet", stage))
+    assert list(results["problem_id"]) == ["b0", "b1"]
+    manifest = trained_run.store.read_json(*evaluation_parts(trained_run, 0, "_manifest.json", stage))
+    assert manifest["stage"] == stage and manifest["eval_data"] == str(data) and manifest["problems"] == 2
+    assert manifest["inputs"] == {"update": output_hash(trained_run, 0, "update")}
+    assert output_hash(trained_run, 0, "evaluate") == before
+    with get_client(sync_client=True) as client:
+        key = ArtifactFilterKey(any_=[artifact_key(trained_run.run_id, "evaluation-on-bench")])
+        assert client.read_artifacts(artifact_filter=ArtifactFilter(key=key))
+    assert main(command) == 0
+    assert "already evaluated" in capsys.readouterr().out
