@@ -24,7 +24,7 @@ score per iteration, one line per source, bars for the seed spread. `--replot` r
 Each run is a real `mappa train` in a subprocess (its own Ray and Prefect), inspectable afterwards with
 `mappa inspect RUN --root ROOT`; runs already finished under `--root` are reused (finished stages are
 skipped), so an interrupted benchmark continues where it stopped. The script first checks that the
-evaluation problems share none with the training split.
+evaluation problems share none with the training split and that every source's models are prepared.
 
 Default size, and its time on this 2-core CPU machine: see BENCHMARKS.md ("Does it learn?").
 Each lift comes with a 95% paired bootstrap interval over problems and the problems gained and lost
@@ -146,11 +146,32 @@ def check_splits_disjoint(config_path: str, overrides: list[str]) -> dict[str, i
     return {"train_problems": len(train), "eval_problems": len(held_out), "shared": 0}
 
 
+def check_models(args: argparse.Namespace, common: list[str]) -> None:
+    """Before the first run: each source's agent and coach models resolve, so a coach model that is not
+    prepared stops the benchmark in one line naming `mappa models prepare`, not after other sources' runs."""
+    from mappa.config import load_config
+    from mappa.inference.prepare import resolve_model
+
+    for source in args.sources:
+        config = load_config(args.config, [*common, *SOURCES[source], *args.set])
+        models = {agent.model for agent in config.agents.values()}
+        models |= {config.coach.model} if config.coach.runs_local_model else set()
+        for model in sorted(models):
+            try:
+                resolve_model(model)
+            except ValueError as error:
+                raise SystemExit(f"error: source {source}: {error}") from None
+
+
 def mappa(*args: str) -> None:
-    """One `mappa` command in a subprocess; its output goes to this terminal."""
+    """One `mappa` command in a subprocess; its output goes to this terminal. A failed one ends the benchmark
+    with one line (its own error is above it); finished runs stay, and a rerun skips them."""
     command = [str(Path(sys.executable).with_name("mappa")), *args]
     print("$", " ".join(command), flush=True)
-    subprocess.run(command, check=True, cwd=REPO, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    done = subprocess.run(command, cwd=REPO, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    if done.returncode:
+        what = " ".join(args[:2])
+        raise SystemExit(f"error: `mappa {what}` failed (exit {done.returncode}; its error is above)")
 
 
 def run_id(source: str, seed: int) -> str:
@@ -391,6 +412,7 @@ def main() -> int:
     common, eval_sets = common_overrides(args)
     splits = check_splits_disjoint(args.config, common)
     print(f"splits: {splits}", flush=True)
+    check_models(args, common)
     iterations = int(next(s for s in common if s.startswith("iterations=")).split("=")[1])
     runs: dict[tuple[str, int], str] = {}
     for seed in args.seeds:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-from learning import common_overrides  # noqa: E402
+from learning import check_models, common_overrides  # noqa: E402
 
 from mappa.envs.math_problems import load_problems  # noqa: E402
 
@@ -52,3 +52,21 @@ def test_an_extra_file_whose_ids_repeat_the_splits_is_refused(tmp_path):
     clash = _write(tmp_path / "clash.jsonl", [{"id": sets["heldout"][0], "problem": "1 + 1?", "answer": 2}])
     with pytest.raises(SystemExit, match="share problem ids"):
         common_overrides(_args(tmp_path, clash))
+
+
+def test_a_coach_model_that_is_not_prepared_stops_the_benchmark_before_any_run(tmp_path, monkeypatch):
+    monkeypatch.setenv("MAPPA_MODEL_CACHE", str(tmp_path / "models"))
+    (tmp_path / "models").mkdir()
+    args = argparse.Namespace(config=str(CONFIG), set=[], sources=["llm"])
+    for agent in ("solver", "executor", "verifier"):  # agents on a local folder: nothing is prepared here
+        args.set.append(f"agents.{agent}.model={_hf_folder(tmp_path / 'agent')}")
+    with pytest.raises(SystemExit, match=r"source llm: model 'qwen2.5-coder-0.5b' is not prepared .*"
+                                         r"run `mappa models prepare qwen2.5-coder-0.5b`"):  # fmt: skip
+        check_models(args, [])
+    check_models(argparse.Namespace(**{**vars(args), "sources": ["outcome"]}), [])  # no coach model
+
+
+def _hf_folder(path: Path) -> Path:
+    path.mkdir(exist_ok=True)
+    (path / "config.json").write_text("{}")
+    return path
