@@ -147,20 +147,20 @@ def check_splits_disjoint(config_path: str, overrides: list[str]) -> dict[str, i
 
 
 def check_models(args: argparse.Namespace, common: list[str]) -> None:
-    """Before the first run: each source's agent and coach models resolve, so a coach model that is not
-    prepared stops the benchmark in one line naming `mappa models prepare`, not after other sources' runs."""
+    """Before the first run: each source's run passes `mappa train`'s pre-flight (its models resolve, the
+    disk and memory suffice), so a coach model that is not prepared stops the benchmark in one line naming
+    `mappa models prepare`, not after other sources' runs."""
     from mappa.config import load_config
-    from mappa.inference.prepare import resolve_model
+    from mappa.preflight import check_before_run
+    from mappa.resources import ResourceError
+    from mappa.sandbox import SandboxUnavailableError
 
     for source in args.sources:
         config = load_config(args.config, [*common, *SOURCES[source], *args.set])
-        models = {agent.model for agent in config.agents.values()}
-        models |= {config.coach.model} if config.coach.runs_local_model else set()
-        for model in sorted(models):
-            try:
-                resolve_model(model)
-            except ValueError as error:
-                raise SystemExit(f"error: source {source}: {error}") from None
+        try:
+            check_before_run(config, None, say=lambda _: None)
+        except (ValueError, FileNotFoundError, SandboxUnavailableError, ResourceError) as error:
+            raise SystemExit(f"error: source {source}: {error}") from None
 
 
 def mappa(*args: str) -> None:

@@ -62,8 +62,9 @@ def test_a_coach_model_that_is_not_prepared_stops_the_benchmark_before_any_run(t
         args.set.append(f"agents.{agent}.model={_hf_folder(tmp_path / 'agent')}")
     with pytest.raises(SystemExit, match=r"source llm: model 'qwen2.5-coder-0.5b' is not prepared .*"
                                          r"run `mappa models prepare qwen2.5-coder-0.5b`"):  # fmt: skip
-        check_models(args, [])
-    check_models(argparse.Namespace(**{**vars(args), "sources": ["outcome"]}), [])  # no coach model
+        check_models(args, [f"storage.root={tmp_path / 'runs'}"])
+    outcome = argparse.Namespace(**{**vars(args), "sources": ["outcome"]})
+    check_models(outcome, [f"storage.root={tmp_path / 'runs'}"])  # no coach model: the pre-flight passes
 
 
 def _hf_folder(path: Path) -> Path:
