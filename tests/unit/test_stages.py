@@ -18,6 +18,7 @@ from mappa.stages import (
     stage_complete,
     write_manifest,
 )
+from mappa.stages.evaluate_on import PREFIX as EVALUATE_ON
 from mappa.stages.rescore import PREFIX as RESCORE
 from mappa.stages.stage import register
 
@@ -29,7 +30,8 @@ def test_the_registry_holds_every_stage_with_consistent_declarations():
         assert stage.name == name
         for source in (*stage.inputs, *stage.previous):
             assert REGISTRY[source].output, f"{name} reads {source}, which writes no artifact"
-        if not name.startswith(RESCORE):  # a re-scoring, registered on use, retries as the score stage
+        # registered on use: a re-scoring retries as the score stage, an evaluation on another file as evaluate
+        if not name.startswith((RESCORE, EVALUATE_ON)):
             assert name in RetryConfig.model_fields, f"RetryConfig has no retry count for stage `{name}`"
     assert all(REGISTRY[name].output for name in TRAINING)
     assert REGISTRY["rollout"].previous == ("update",)  # the weights it rolls out with
