@@ -99,24 +99,32 @@ def _plenty_of_memory(monkeypatch):
     monkeypatch.setattr(resources, "available_memory_bytes", lambda: 1e12)
 
 
-# The longest test files (seconds on a 2-core machine), collected first so that the two pytest-xdist
-# workers of scripts/test.sh start them early and end together (longest first); the rest keep their order.
+# The test files that read the session's finished run (`mathchat_run`, about two minutes to build): one
+# pytest-xdist worker takes them all (FinishedRunTogether), so the run is built once, not on both workers.
+FINISHED_RUN_FILES = ("test_train_flow.py", "test_evaluate.py", "test_rescore.py")
+# The longest files (seconds on a 2-core machine), collected first so that the two pytest-xdist workers of
+# scripts/test.sh start them early and end together (longest first); the rest keep their order.
 LONGEST_FILES = (
-    "test_fault_injection.py",  # ~280 s
-    "test_deepspeed_trainer.py",  # ~150 s
-    "test_checkpoint_retention.py",  # ~135 s
-    "test_vllm_engine.py",  # ~130 s
-    "test_ray_cluster.py",  # ~120 s
-    "test_prefect_server.py",  # ~100 s
-    "test_vllm_coach_server.py",  # ~95 s
-    "test_plugin_env.py",  # ~80 s
+    "test_fault_injection.py",  # ~250 s
+    *FINISHED_RUN_FILES,  # ~250 s together
+    "test_deepspeed_trainer.py",  # ~225 s
+    "test_vllm_engine.py",  # ~170 s
+    "test_checkpoint_retention.py",  # ~150 s
+    "test_vllm_coach_server.py",  # ~110 s
+    "test_ray_cluster.py",  # ~85 s
+    "test_plugin_env.py",  # ~75 s
+    "test_prefect_server.py",  # ~75 s
 )
 
 
 def pytest_collection_modifyitems(config, items):
-    """The longest files first; tests marked `gpu` run only where CUDA is available."""
+    """The longest files first; tests marked `gpu` run only where CUDA is available. A test file outside
+    FINISHED_RUN_FILES that reads the finished run is refused (it would build the run a second time)."""
     import torch
 
+    strays = {item.path.name for item in items if "mathchat_run" in getattr(item, "fixturenames", ())}
+    if strays - set(FINISHED_RUN_FILES):
+        raise pytest.UsageError(f"add {sorted(strays - set(FINISHED_RUN_FILES))} to FINISHED_RUN_FILES")
     rank = {name: i for i, name in enumerate(LONGEST_FILES)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: files keep their order
     if torch.cuda.is_available():
@@ -125,6 +133,20 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """With `--dist loadfile` (scripts/test.sh): whole files per worker, FINISHED_RUN_FILES as one."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class FinishedRunTogether(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return "finished-run" if path.rsplit("/", 1)[-1] in FINISHED_RUN_FILES else path
+
+    return FinishedRunTogether(config, log)
 
 
 def pytest_sessionstart(session):

@@ -33,6 +33,7 @@ from mappa.config import AlgoConfig, EngineConfig, LoraConfig, TrainerConfig
 from mappa.core.types import TrainSample
 from mappa.inference.engine import SamplingParams
 from mappa.inference.vllm_engine import vllm_engine_for
+from mappa.storage.checkpoints import OPTIMIZER_STATE
 from mappa.storage.store import ArtifactStore
 
 
@@ -205,11 +206,12 @@ class ModelWorker:
             return store.put_folder(Path(tmp), *parts, move=True)
 
     def load_checkpoint(self, root: str, parts: list[str], weights_only: bool = False) -> int:
-        """Load a checkpoint's full state (or its weights alone: then this worker serves weights no
-        optimizer state matches, marked -1, so training reloads a full state first)."""
+        """Load a checkpoint's full state (or its weights alone, its optimizer state neither copied nor read:
+        then this worker serves weights no optimizer state matches, marked -1, so training reloads a full
+        state first)."""
         store = worker_store(root, parts[0], self.name)
         with tempfile.TemporaryDirectory(prefix="mappa-ckpt-") as tmp:
-            store.get_folder(Path(tmp), *parts)
+            store.get_folder(Path(tmp), *parts, leave_out=OPTIMIZER_STATE if weights_only else ())
             extra = self.trainer.load_checkpoint(Path(tmp), weights_only=weights_only)
         self._push_weights()
         self.weights_iteration = -1 if weights_only else int(extra["iteration"]) + 1

@@ -127,8 +127,8 @@ def agent_workers(
 ) -> dict[str, WorkerHandle]:
     """One worker per agent, serving the weights that iteration `iteration` must roll out with (the
     checkpoint of iteration - 1). Training needs that checkpoint's full state; an evaluation (`need`
-    "weights") also takes one that retention stripped to its weights. A checkpoint retention deleted is
-    refused in one line naming `purpose` before any worker loads (`require_checkpoint`)."""
+    "weights") loads its weights alone (also from one that retention stripped). A checkpoint retention
+    deleted is refused in one line naming `purpose` before any worker loads (`require_checkpoint`)."""
     ensure_ray(run.config)
     config = run.config
     holds = {}
@@ -151,7 +151,7 @@ def agent_workers(
             loads.append(worker.reset.remote())
         else:
             parts = list(run.checkpoint_parts(name, iteration - 1))
-            weights_only = holds[name] == "weights"
+            weights_only = need == "weights" or holds[name] == "weights"
             loads.append(worker.load_checkpoint.remote(run.config.storage.root, parts, weights_only))
     ray.get(loads)
     return workers

@@ -142,11 +142,14 @@ class ArtifactStore:
             os.replace(tmp, target)
         return self.path(*parts)
 
-    def get_folder(self, local: Path, *parts: str) -> Path:
-        """Copy the files under `parts` into a local folder."""
+    def get_folder(self, local: Path, *parts: str, leave_out: tuple[str, ...] = ()) -> Path:
+        """Copy the files under `parts` into a local folder, but those under the entries named `leave_out`."""
         base = self.path(*parts)
         for path in self.fs.find(base):
-            target = Path(local) / Path(path).relative_to(Path(base))
+            relative = Path(path).relative_to(Path(base))
+            if relative.parts[0] in leave_out:
+                continue
+            target = Path(local) / relative
             target.parent.mkdir(parents=True, exist_ok=True)
             self.fs.get_file(path, str(target))  # streamed, as in put_folder
         return Path(local)

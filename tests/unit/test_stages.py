@@ -30,7 +30,7 @@ def test_the_registry_holds_every_stage_with_consistent_declarations():
         assert stage.name == name
         for source in (*stage.inputs, *stage.previous):
             assert REGISTRY[source].output, f"{name} reads {source}, which writes no artifact"
-        # registered on use: a re-scoring retries as the score stage, an evaluation on another file as evaluate
+        # registered on use: a re-scoring retries as score, an evaluation on another file as evaluate
         if not name.startswith((RESCORE, EVALUATE_ON)):
             assert name in RetryConfig.model_fields, f"RetryConfig has no retry count for stage `{name}`"
     assert all(REGISTRY[name].output for name in TRAINING)

@@ -52,6 +52,8 @@ def test_put_folder_uploads_to_a_remote_store(tmp_path):
     store.put_folder(tmp_path / "local", "run", "ckpt", move=True)  # move: meaningless remotely, a copy
     restored = store.get_folder(tmp_path / "restored", "run", "ckpt")
     assert {f: (restored / f).read_bytes() for f in files} == files
+    weights = store.get_folder(tmp_path / "weights-only", "run", "ckpt", leave_out=("sub",))
+    assert [p.name for p in weights.rglob("*")] == ["weights.bin"]  # an evaluation's copy: no optimizer state
 
 
 def test_memory_filesystem_url():
