@@ -102,18 +102,21 @@ def _plenty_of_memory(monkeypatch):
 # The test files that read the session's finished run (`mathchat_run`, about two minutes to build): one
 # pytest-xdist worker takes them all (FinishedRunTogether), so the run is built once, not on both workers.
 FINISHED_RUN_FILES = ("test_train_flow.py", "test_evaluate.py", "test_rescore.py")
-# The longest files (seconds on a 2-core machine), collected first so that the two pytest-xdist workers of
-# scripts/test.sh start them early and end together (longest first); the rest keep their order.
+# The longest files (seconds on a 2-core machine, two workers), collected first so that the two pytest-xdist
+# workers of scripts/test.sh start them early and end together (longest first; pytest-xdist would otherwise
+# start the files with the most tests first); the rest keep their order.
 LONGEST_FILES = (
-    "test_fault_injection.py",  # ~250 s
-    *FINISHED_RUN_FILES,  # ~250 s together
-    "test_deepspeed_trainer.py",  # ~225 s
-    "test_vllm_engine.py",  # ~170 s
-    "test_checkpoint_retention.py",  # ~150 s
-    "test_vllm_coach_server.py",  # ~110 s
-    "test_ray_cluster.py",  # ~85 s
-    "test_plugin_env.py",  # ~75 s
-    "test_prefect_server.py",  # ~75 s
+    "test_fault_injection.py",  # ~250-280 s
+    *FINISHED_RUN_FILES,  # ~240 s together
+    "test_deepspeed_trainer.py",  # ~200-225 s
+    "test_vllm_engine.py",  # ~170-190 s
+    "test_checkpoint_retention.py",  # ~140-150 s
+    "test_prefect_server.py",  # ~75-140 s
+    "test_vllm_coach_server.py",  # ~65-110 s
+    "test_ray_cluster.py",  # ~85-95 s
+    "test_plugin_env.py",  # ~75-85 s
+    "test_stage_retry.py",  # ~45-60 s
+    "test_dsbench_flow.py",  # ~35-60 s
 )
 
 
