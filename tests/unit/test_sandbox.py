@@ -352,11 +352,18 @@ def test_output_capture_keeps_head_and_tail_across_chunks() -> None:
 def test_cancelling_the_async_run_kills_the_program(limits: SandboxLimits, tmp_path: Path) -> None:
     code = "import time\nwhile True:\n    open('tick', 'a').write('x')\n    time.sleep(0.05)\n"
 
-    async def cancel_soon() -> None:
-        with pytest.raises(TimeoutError):
-            await asyncio.wait_for(run_python_async(code, workdir=tmp_path, limits=limits), timeout=0.7)
+    async def cancel_once_running() -> None:
+        # cancelled once the program runs (on a loaded machine its start alone can take seconds)
+        run = asyncio.ensure_future(run_python_async(code, workdir=tmp_path, limits=limits))
+        deadline = time.monotonic() + 60
+        while not (tmp_path / "tick").exists():
+            assert not run.done() and time.monotonic() < deadline, "the program never started"
+            await asyncio.sleep(0.05)
+        run.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await run
 
-    asyncio.run(cancel_soon())
+    asyncio.run(cancel_once_running())
     size_after_cancel = (tmp_path / "tick").stat().st_size
     time.sleep(0.4)
     assert (tmp_path / "tick").stat().st_size == size_after_cancel, "the program survived cancellation"
