@@ -5,8 +5,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
 set +e
-# Two workers, each taking whole test files (session fixtures such as the finished run are built once per
-# worker; tests/conftest.py keeps the three files that read the finished run on one worker and lists the
+# Two workers, each taking whole test files (session fixtures are built once per worker, so
+# tests/conftest.py keeps the three files that read the finished run on one worker; it also lists the
 # longest files first, an order pytest-xdist keeps with --no-loadscope-reorder): most integration tests wait
 # on child processes, servers and Ray start-ups, so two of them share two cores well (the suite's wall time:
 # README). MAPPA_TEST_WORKERS=0 runs it in this process.

@@ -131,11 +131,10 @@ def agent_workers(
     deleted is refused in one line naming `purpose` before any worker loads (`require_checkpoint`)."""
     ensure_ray(run.config)
     config = run.config
-    holds = {}
     if iteration > 0:
         purpose = purpose or f"iteration {iteration}"
         for name in (name for name, agent in config.agents.items() if agent.trainable):
-            holds[name] = require_checkpoint(run, name, iteration - 1, need, purpose)
+            require_checkpoint(run, name, iteration - 1, need, purpose)
     ranks = {name: config.cluster.trainer_ranks for name, agent in config.agents.items() if agent.trainable}
     check_placement(config, list(config.agents), ranks)  # before Ray leaves a worker pending for ever
     workers = {
@@ -151,8 +150,8 @@ def agent_workers(
             loads.append(worker.reset.remote())
         else:
             parts = list(run.checkpoint_parts(name, iteration - 1))
-            weights_only = need == "weights" or holds[name] == "weights"
-            loads.append(worker.load_checkpoint.remote(run.config.storage.root, parts, weights_only))
+            # a stripped checkpoint only passes require_checkpoint when the weights alone are needed
+            loads.append(worker.load_checkpoint.remote(run.config.storage.root, parts, need == "weights"))
     ray.get(loads)
     return workers
 
