@@ -1,5 +1,9 @@
 """A sampling loop over a causal LM's KV cache, for the HF engine: prefill once, then one token per step.
 
+The prefill runs the batch's common prefix (an agent's system prompt) once for all rows
+(`mappa.inference.prefix`): measured on SmolLM2-135M, 32 greedy prompts of an evaluation, 2-core Intel fp32,
+the same tokens in 10-20% less time (verifier, solver, executor).
+
 Replaces `model.generate` on CPU, where it was measured slow here: SmolLM2-135M, 32 left-padded prompts of
 about 300 tokens, 2 cores: `generate` took 1.0-1.3 s per decoding step, a plain forward over the cache
 0.53 s, and 0.34 s with grouped-query attention left to SDPA (below). Rows that finish (EOS, a stop string,
@@ -37,6 +41,8 @@ from collections.abc import Callable
 
 import torch
 from transformers.cache_utils import DynamicLayer
+
+from mappa.inference.prefix import forward_shared_prefix
 
 StopCheck = Callable[[int, list[int]], bool]  # (row, its tokens so far) -> whether a stop string ended it
 
@@ -151,18 +157,8 @@ def decode(
     in `prefill_context()`, the steps without it."""
     weights = next(model.parameters())
     device = weights.device
-    width = max(len(r) for r in rows)
-    input_ids = torch.tensor([[pad_id] * (width - len(r)) + r for r in rows], device=device)  # (B, L)
-    attention = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rows], device=device)
-    positions = (attention.cumsum(-1) - 1).clamp(min=0)
-    with prefill_context():
-        out = model(
-            input_ids=input_ids,
-            attention_mask=attention,
-            position_ids=positions,
-            use_cache=True,
-            logits_to_keep=1,
-        )
+    out, batch = forward_shared_prefix(model, rows, pad_id, logits_to_keep=1, context=prefill_context)
+    attention, positions = batch.attention, batch.positions
     cache = cache_in_dtype(out.past_key_values, weights.dtype)  # the steps' dtype: bf16 weights stay bf16
     cache = reserve_room(cache, max_new_tokens)
     logits = out.logits[:, -1].float()  # (B, V)

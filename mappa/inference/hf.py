@@ -2,14 +2,15 @@
 
 Prompts are sorted by length and generated in batches of `batch_size` with left padding, by mappa's own
 sampling loop over the KV cache (`mappa.inference.decode`: about 3x `model.generate` per step here, finished
-rows leave the batch); with bf16 on, the prefill runs under bf16 autocast and the one-token steps in fp32
-(faster than either throughout on a CPU with native bf16: `mappa.inference.decode`). Each row is cut after its
-first EOS or stop string; the logprob of each kept token comes from the model's raw logits (temperature 1),
-whatever the sampling temperature.
+rows leave the batch, the batch's common prefix, an agent's system prompt, prefilled once:
+`mappa.inference.prefix`); with bf16 on, the prefill runs under bf16 autocast and the one-token steps in
+fp32 (faster than either throughout on a CPU with native bf16: `mappa.inference.decode`). Each row is cut
+after its first EOS or stop string; the logprob of each kept token comes from the model's raw logits
+(temperature 1), whatever the sampling temperature.
 
 The engine may share its model object with a trainer in the same process (the CPU default): then
 `update_weights` with the trainer's own state dict costs one in-place copy and nothing else.
-Not covered: continuous batching, prefix caching, tensor parallelism (that is vLLM's job).
+Not covered: continuous batching, prefix caching across batches, tensor parallelism (that is vLLM's job).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from mappa.inference.decode import decode, enable_cpu_gqa
 from mappa.inference.engine import Engine, Generation, SamplingParams
 from mappa.inference.precision import cpu_autocast, resolve_bf16
+from mappa.inference.prefix import common_prefix_length
 
 SHARED_PREFIX = 64
 """Common prefix tokens from which a group of prompts runs its prefix once (`grouped_next_token_logprobs`)."""
@@ -106,7 +108,7 @@ class HFEngine(Engine):
         out: list[list[list[float]]] = [[] for _ in groups]
         loose = []  # (group, prompt) of prompts without a long shared prefix
         for g, group in enumerate(rows):
-            if len(group) > 1 and _common_prefix_length(group) >= SHARED_PREFIX:
+            if len(group) > 1 and common_prefix_length(group) >= SHARED_PREFIX:
                 out[g] = self._group_logprobs(group, ids)
             else:
                 out[g] = [[] for _ in group]
@@ -121,7 +123,7 @@ class HFEngine(Engine):
         return out
 
     def _group_logprobs(self, rows: list[list[int]], ids: list[int]) -> list[list[float]]:
-        shared = _common_prefix_length(rows)
+        shared = common_prefix_length(rows)
         if shared == 0:  # nothing to share: one left-padded batch
             return self._last_logits(rows, 1)[:, -1].log_softmax(-1)[:, ids].tolist()
         device = next(self.model.parameters()).device
@@ -226,12 +228,3 @@ class HFEngine(Engine):
 
     def _autocast(self) -> contextlib.AbstractContextManager:
         return cpu_autocast(self.bf16_autocast)
-
-
-def _common_prefix_length(rows: list[list[int]]) -> int:
-    """The longest token prefix all rows share, leaving every row at least one token of its own."""
-    shortest = min(len(r) for r in rows)
-    length = 0
-    while length < shortest - 1 and all(r[length] == rows[0][length] for r in rows):
-        length += 1
-    return length

@@ -101,6 +101,10 @@ def deepspeed_config(trainer: TrainerConfig, bf16: bool) -> dict[str, Any]:
 class DeepSpeedTrainer(TorchTrainer):
     """A trainable agent's policy on a DeepSpeed engine (a frozen agent needs none: `make_trainer`)."""
 
+    # two forwards (prefix, then rows) before one backward has not been run under ZeRO-3's parameter
+    # gathering here (no GPU): its forwards keep the plain left-padded batch
+    share_prefix = False
+
     def __init__(
         self,
         model_path: str,
@@ -180,6 +184,7 @@ class DeepSpeedTrainer(TorchTrainer):
                 [responses[i] for i in rows],
                 self.pad_token_id,
                 self.config.micro_batch_size,
+                self.share_prefix,
             )
         if self.world_size == 1:
             return mine[: len(prompts)]

@@ -11,37 +11,36 @@ from collections.abc import Sequence
 
 import torch
 
+from mappa.inference.prefix import forward_shared_prefix
+
 
 def batch_response_logprobs(
     model: torch.nn.Module,
     prompts: Sequence[Sequence[int]],
     responses: Sequence[Sequence[int]],
     pad_token_id: int,
+    share_prefix: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(logprobs, mask), both (B, T_max_response); gradients flow when the caller enables them.
 
     Sequences are left-padded so every response ends at the last position; the model then computes the
     vocabulary projection for the last T_max_response + 1 positions only (`logits_to_keep`), not for the
     prompts, which is most of the memory and time for long prompts. Position ids follow the attention mask,
-    as in generation.
+    as in generation. With `share_prefix` the prompts' common prefix (an agent's system prompt) runs once
+    for the batch (`mappa.inference.prefix`): the same logprobs and gradients, fewer tokens computed.
     """
     if len(prompts) != len(responses):
         raise ValueError(f"{len(prompts)} prompts but {len(responses)} responses")
     full = [list(p) + list(r) for p, r in zip(prompts, responses)]
-    width = max(len(s) for s in full)
     keep = max(len(r) for r in responses)
-    input_ids = torch.full((len(full), width), pad_token_id, dtype=torch.long)  # (B, L)
-    attention = torch.zeros((len(full), width), dtype=torch.long)
-    for i, seq in enumerate(full):
-        input_ids[i, width - len(seq) :] = torch.tensor(seq)
-        attention[i, width - len(seq) :] = 1
-    device = next(model.parameters()).device
-    input_ids, attention = input_ids.to(device), attention.to(device)
-    positions = (attention.cumsum(-1) - 1).clamp(min=0)
-    logits = model(
-        input_ids=input_ids, attention_mask=attention, position_ids=positions, logits_to_keep=keep + 1
-    ).logits[:, :keep]  # (B, K, V): position k predicts token width - keep + k
-    targets = input_ids[:, width - keep :]  # (B, K)
+    # the logit before each response's first token comes from its prompt's last token: never shared
+    limit = min(len(p) for p in prompts) - 1 if share_prefix else 0
+    out, batch = forward_shared_prefix(
+        model, full, pad_token_id, logits_to_keep=keep + 1, limit=limit, use_cache=False
+    )
+    logits = out.logits[:, :keep]  # (B, K, V): position k predicts token S - keep + k of the rows' own part
+    device = logits.device
+    targets = batch.input_ids[:, batch.input_ids.shape[1] - keep :]  # (B, K)
     token_logprobs = logits.float().log_softmax(-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)  # (B, K)
     lengths = torch.tensor([len(r) for r in responses], device=device)
     columns = torch.arange(keep, device=device).unsqueeze(0)  # (1, K)
@@ -57,6 +56,7 @@ def response_logprobs(
     responses: Sequence[Sequence[int]],
     pad_token_id: int,
     micro_batch_size: int = 4,
+    share_prefix: bool = True,
 ) -> list[list[float]]:
     """fp32 logprobs of each response's tokens, computed in micro-batches, as ragged lists."""
     if any(len(p) == 0 for p in prompts):
@@ -68,7 +68,7 @@ def response_logprobs(
     for start in range(0, len(order), micro_batch_size):
         chunk = order[start : start + micro_batch_size]
         logprobs, mask = batch_response_logprobs(
-            model, [prompts[i] for i in chunk], [responses[i] for i in chunk], pad_token_id
+            model, [prompts[i] for i in chunk], [responses[i] for i in chunk], pad_token_id, share_prefix
         )
         for i, row, row_mask in zip(chunk, logprobs, mask):
             result[i] = row[row_mask.bool()].tolist()

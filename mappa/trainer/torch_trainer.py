@@ -46,6 +46,9 @@ from mappa.trainer.lora import adapter_off, attach_lora, load_adapter, merged_st
 
 
 class TorchTrainer:
+    share_prefix = True
+    """Whether forwards run a micro-batch's common prompt prefix once (`mappa.inference.prefix`)."""
+
     def __init__(
         self,
         model_path: str,
@@ -87,7 +90,7 @@ class TorchTrainer:
         model, switch = self._scoring_model(which)
         with switch, self._autocast():
             return response_logprobs(
-                model, prompts, responses, self.pad_token_id, self.config.micro_batch_size
+                model, prompts, responses, self.pad_token_id, self.config.micro_batch_size, self.share_prefix
             )
 
     def _scoring_model(self, which: str) -> tuple[torch.nn.Module, contextlib.AbstractContextManager]:
@@ -167,6 +170,7 @@ class TorchTrainer:
                     [s.prompt_token_ids for s in chunk],
                     [s.response_token_ids for s in chunk],
                     self.pad_token_id,
+                    self.share_prefix,
                 )
             old = pad_sequences([s.old_logprobs for s in chunk])[0].to(logprobs.device)
             advantages = pad_sequences([s.advantages for s in chunk])[0].to(logprobs.device)
