@@ -24,7 +24,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from mappa.inference.decode import decode, enable_cpu_gqa
 from mappa.inference.engine import Engine, Generation, SamplingParams
 from mappa.inference.precision import cpu_autocast, resolve_bf16
-from mappa.inference.prefix import common_prefix_length
+from mappa.inference.prefix import common_prefix_length, forward_shared_prefix
 
 SHARED_PREFIX = 64
 """Common prefix tokens from which a group of prompts runs its prefix once (`grouped_next_token_logprobs`)."""
@@ -76,31 +76,35 @@ class HFEngine(Engine):
 
     @torch.no_grad()
     def _last_logits(self, rows: list[list[int]], positions: int) -> torch.Tensor:
-        """fp32 logits at the last `positions` positions of left-padded token rows: (B, positions, V)."""
-        pad, device = self.tokenizer.pad_token_id, next(self.model.parameters()).device
-        width = max(len(r) for r in rows)
-        input_ids = torch.tensor([[pad] * (width - len(r)) + r for r in rows], device=device)
-        attention = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rows], device=device)
-        with self._autocast():
-            logits = self.model(
-                input_ids=input_ids,
-                attention_mask=attention,
-                position_ids=(attention.cumsum(-1) - 1).clamp(min=0),
-                logits_to_keep=positions,
-            ).logits
-        return logits.float()
+        """fp32 logits at the last `positions` positions of token rows: (B, positions, V); their common
+        prefix (the coach's system prompt) runs once (`mappa.inference.prefix`)."""
+        pad = self.tokenizer.pad_token_id
+        # the prefix's logits are not computed: it must end before the first position read
+        limit = min(len(r) for r in rows) - positions
+        out, _ = forward_shared_prefix(
+            self.model,
+            rows,
+            pad,
+            logits_to_keep=positions,
+            limit=limit,
+            use_cache=False,
+            context=self._autocast,
+        )
+        return out.logits.float()
 
     @torch.no_grad()
     def grouped_next_token_logprobs(
-        self, groups: list[list[str]], candidates: list[str], batch_size: int = 8
+        self, groups: list[list[str]], candidates: list[str], batch_size: int = 16
     ) -> list[list[list[float]]]:
         """Log-probabilities of single-token candidates as the next token after each prompt, for groups of
         prompts that may share a long prefix (one action's context, then one question each):
         out[group][prompt][candidate]. A group whose common token prefix is long (`SHARED_PREFIX`
         tokens or more) runs it once and its KV cache serves every prompt of the group (right-padded
         suffixes); the other prompts (short ones, each about its own piece of an action) run together in
-        length-sorted, left-padded batches of `batch_size`. Either way the result equals
-        `next_token_logprobs` on the whole prompts."""
+        length-sorted, left-padded batches of `batch_size`, their common prefix (the system prompt) once per
+        batch. Either way the result equals `next_token_logprobs` on the whole prompts. Measured on 48
+        actions of a run with `mathchat-facts` (Qwen2.5-Coder-0.5B, fp32, 2-core Intel): batches of 16 with
+        the system prompt run once took 20-27 s against 27-34 s for batches of 8 without (seven runs)."""
         ids = [self._single_token(text) for text in candidates]
         was_training = self.model.training
         self.model.eval()

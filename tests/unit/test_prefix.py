@@ -72,3 +72,22 @@ def test_decoding_with_the_shared_prefix_samples_the_same_tokens(model, monkeypa
     assert [len(r[0]) for r in shared] == [2, 4, 6]
     for (_, a, _), (_, b, _) in zip(shared, plain):
         assert torch.allclose(torch.tensor(a), torch.tensor(b), atol=1e-5)
+
+
+def test_next_token_logprobs_read_past_the_shared_prefix(tiny_model, monkeypatch):
+    """The coach's batches (`HFEngine.next_token_logprobs`, several positions per prompt) share the system
+    prompt and read the same numbers as without it."""
+    from transformers import AutoTokenizer
+
+    from mappa.inference.hf import HFEngine
+
+    engine = HFEngine(
+        AutoModelForCausalLM.from_pretrained(tiny_model, dtype=torch.float32),
+        AutoTokenizer.from_pretrained(tiny_model),
+    )
+    system = "You answer questions about a short text with Yes or No only. " * 3
+    prompts = [system + tail for tail in ("Is 3 odd?", "Is 4 a prime number?", "Yes?")]
+    shared = engine.next_token_logprobs(prompts, ["Yes", "No"], positions=3)
+    monkeypatch.setattr(prefixes, "MIN_SHARED", 10**9)
+    plain = engine.next_token_logprobs(prompts, ["Yes", "No"], positions=3)
+    assert torch.allclose(torch.tensor(shared), torch.tensor(plain), atol=1e-5)
