@@ -98,13 +98,13 @@ class HFEngine(Engine):
     ) -> list[list[list[float]]]:
         """Log-probabilities of single-token candidates as the next token after each prompt, for groups of
         prompts that may share a long prefix (one action's context, then one question each):
-        out[group][prompt][candidate]. A group whose common token prefix is long (`SHARED_PREFIX`
-        tokens or more) runs it once and its KV cache serves every prompt of the group (right-padded
-        suffixes); the other prompts (short ones, each about its own piece of an action) run together in
-        length-sorted, left-padded batches of `batch_size`, their common prefix (the system prompt) once per
-        batch. Either way the result equals `next_token_logprobs` on the whole prompts. Measured on 48
-        actions of a run with `mathchat-facts` (Qwen2.5-Coder-0.5B, fp32, 2-core Intel): batches of 16 with
-        the system prompt run once took 20-27 s against 27-34 s for batches of 8 without (seven runs)."""
+        out[group][prompt][candidate]. A group whose common token prefix is long (`SHARED_PREFIX` tokens
+        or more) runs as one batch, its prefix once (`mappa.inference.prefix`); the other prompts (short
+        ones, each about its own piece of an action) run together in length-sorted, left-padded batches of
+        `batch_size`, their common prefix (the system prompt) once per batch. Either way the result equals
+        `next_token_logprobs` on the whole prompts. Measured on 48 actions of a run with `mathchat-facts`
+        (Qwen2.5-Coder-0.5B, fp32, 2-core Intel): batches of 16 with the system prompt run once took 20-27
+        s against 27-34 s for batches of 8 without (seven runs)."""
         ids = [self._single_token(text) for text in candidates]
         was_training = self.model.training
         self.model.eval()
@@ -113,7 +113,7 @@ class HFEngine(Engine):
         loose = []  # (group, prompt) of prompts without a long shared prefix
         for g, group in enumerate(rows):
             if len(group) > 1 and common_prefix_length(group) >= SHARED_PREFIX:
-                out[g] = self._group_logprobs(group, ids)
+                out[g] = self._last_logits(group, 1)[:, -1].log_softmax(-1)[:, ids].tolist()
             else:
                 out[g] = [[] for _ in group]
                 loose += [(g, i) for i in range(len(group))]
@@ -125,36 +125,6 @@ class HFEngine(Engine):
                 out[g][i] = values
         self.model.train(was_training)
         return out
-
-    def _group_logprobs(self, rows: list[list[int]], ids: list[int]) -> list[list[float]]:
-        shared = common_prefix_length(rows)
-        if shared == 0:  # nothing to share: one left-padded batch
-            return self._last_logits(rows, 1)[:, -1].log_softmax(-1)[:, ids].tolist()
-        device = next(self.model.parameters()).device
-        prefix = torch.tensor([rows[0][:shared]], device=device)  # (1, P)
-        with self._autocast():
-            # the prefix's logits are never read: project its last position only (Qwen: 152k rows)
-            cache = self.model(input_ids=prefix, use_cache=True, logits_to_keep=1).past_key_values
-        cache.batch_repeat_interleave(len(rows))
-        tails = [r[shared:] for r in rows]
-        width = max(len(t) for t in tails)
-        pad = self.tokenizer.pad_token_id
-        input_ids = torch.tensor([t + [pad] * (width - len(t)) for t in tails], device=device)  # (B, S)
-        tail_mask = torch.tensor([[1] * len(t) + [0] * (width - len(t)) for t in tails], device=device)
-        attention = torch.cat([tail_mask.new_ones(len(rows), shared), tail_mask], dim=1)
-        positions = shared + torch.arange(width, device=device).unsqueeze(0).expand(len(rows), -1)
-        ends = sorted({len(t) - 1 for t in tails})  # the rows' last positions: the only logits read
-        with self._autocast():
-            logits = self.model(
-                input_ids=input_ids,
-                attention_mask=attention,
-                position_ids=positions,
-                past_key_values=cache,
-                logits_to_keep=torch.tensor(ends, device=device),
-            ).logits  # (B, len(ends), V)
-        last = torch.tensor([ends.index(len(t) - 1) for t in tails], device=device)
-        final = logits[torch.arange(len(rows), device=device), last].float().log_softmax(-1)  # (B, V)
-        return final[:, ids].tolist()
 
     def _single_token(self, text: str) -> int:
         encoded = self.tokenizer(text, add_special_tokens=False)["input_ids"]
