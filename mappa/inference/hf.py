@@ -113,18 +113,21 @@ class HFEngine(Engine):
         loose = []  # (group, prompt) of prompts without a long shared prefix
         for g, group in enumerate(rows):
             if len(group) > 1 and common_prefix_length(group) >= SHARED_PREFIX:
-                out[g] = self._last_logits(group, 1)[:, -1].log_softmax(-1)[:, ids].tolist()
+                out[g] = self._candidate_logprobs(group, ids)
             else:
                 out[g] = [[] for _ in group]
                 loose += [(g, i) for i in range(len(group))]
         loose.sort(key=lambda gi: len(rows[gi[0]][gi[1]]))
         for start in range(0, len(loose), batch_size):
             chunk = loose[start : start + batch_size]
-            logits = self._last_logits([rows[g][i] for g, i in chunk], 1)[:, -1].log_softmax(-1)  # (B, V)
-            for (g, i), values in zip(chunk, logits[:, ids].tolist()):
+            for (g, i), values in zip(chunk, self._candidate_logprobs([rows[g][i] for g, i in chunk], ids)):
                 out[g][i] = values
         self.model.train(was_training)
         return out
+
+    def _candidate_logprobs(self, rows: list[list[int]], ids: list[int]) -> list[list[float]]:
+        """Log-probabilities of the token `ids` as the next token after each of `rows`: out[row][id]."""
+        return self._last_logits(rows, 1)[:, -1].log_softmax(-1)[:, ids].tolist()
 
     def _single_token(self, text: str) -> int:
         encoded = self.tokenizer(text, add_special_tokens=False)["input_ids"]

@@ -33,12 +33,11 @@ MIN_SHARED = 16
 
 @dataclass
 class PrefixedBatch:
-    """What ran: each row's own tokens (left-padded) after `shared` prefix tokens."""
+    """What ran: each row's own tokens (left-padded) after the prefix tokens they share."""
 
     input_ids: torch.Tensor  # (B, S) the rows past the prefix, left-padded
     attention: torch.Tensor  # (B, shared + S) over every position the cache holds
     positions: torch.Tensor  # (B, S) position ids of the row tokens
-    shared: int
 
 
 def common_prefix_length(rows: Sequence[Sequence[int]], limit: int | None = None) -> int:
@@ -92,4 +91,4 @@ def forward_shared_prefix(
             use_cache=use_cache,
             logits_to_keep=logits_to_keep,
         )
-    return out, PrefixedBatch(input_ids, attention, positions, shared)
+    return out, PrefixedBatch(input_ids, attention, positions)
