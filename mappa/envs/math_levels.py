@@ -25,7 +25,7 @@ from mappa.core.types import Problem
 from mappa.envs import math_problems
 from mappa.envs.math_heldout import generate_heldout
 from mappa.envs.math_problems import WORD_TEMPLATES, Draft, Reject, format_answer, split_of
-from mappa.envs.math_train_variety import generate_variety
+from mappa.envs.math_train_variety import generate_stories, generate_variety
 
 LEVELS = (1, 2, 3)
 SIZES = {"train": 256, "eval": 64}
@@ -163,8 +163,9 @@ def generate_level(level: int, split: str, n: int | None = None, seed: int = 0) 
 
 def load_builtin_source(source: str) -> list[Problem]:
     """The problems of `builtin:<split>` (level 3, the shipped files), `builtin:<split>-level<N>`,
-    `builtin:heldout-level1` (other phrasings: `mappa.envs.math_heldout`) or `builtin:train-level1-mix`
-    (the level-1 training split and eight more families: `mappa.envs.math_train_variety`)."""
+    `builtin:heldout-level1` (other phrasings: `mappa.envs.math_heldout`), `builtin:train-level1-mix`
+    (the level-1 training split and eight more families: `mappa.envs.math_train_variety`) or
+    `builtin:train-level1-wide` (the mix and twelve story families, most of them subtractions)."""
     name = source.removeprefix("builtin:")
     if name in math_problems.SPLITS:
         return math_problems.load_builtin(name)
@@ -172,10 +173,17 @@ def load_builtin_source(source: str) -> list[Problem]:
         return generate_heldout()
     if name == "train-level1-mix":
         return generate_level(1, "train") + generate_variety()
+    if name == "train-level1-wide":
+        return generate_level(1, "train") + generate_variety() + generate_stories()
     match = _SOURCE.match(source)
     if match is None or int(match.group(2)) not in LEVELS:
         forms = ", ".join(
-            [*(f"builtin:{s}-level{n}" for s in SIZES for n in LEVELS), "builtin:heldout-level1"]
+            [
+                *(f"builtin:{s}-level{n}" for s in SIZES for n in LEVELS),
+                "builtin:heldout-level1",
+                "builtin:train-level1-mix",
+                "builtin:train-level1-wide",
+            ]
         )
         raise ValueError(f"unknown built-in problem set {source!r}; use builtin:train, builtin:eval, {forms}")
     split, level = match.group(1), int(match.group(2))

@@ -1,4 +1,4 @@
-"""More ways to ask a one-step problem, for training: `builtin:train-level1-mix`.
+"""More ways to ask a one-step problem, for training: `builtin:train-level1-mix` and `-wide`.
 
 The level-1 training split (`mappa.envs.math_levels`) asks in six template families. A team trained on
 them may learn those phrasings rather than the skill, and the held-out set (`mappa.envs.math_heldout`)
@@ -6,8 +6,11 @@ asks in thirteen others. This split adds eight more training families, written a
 ones (other symbols and verbs: "Work out 7 + 5.", "12 - 4 = ?"; other stories: a class, a baker, a parking
 lot, a farmer's rows, lost stamps, a fish tank, a train, boxes of crayons) to the 256 level-1 training
 problems: 512 problems in all, the same skill (one addition, subtraction or one-digit product, numbers
-up to 20). No question and no family is shared with the held-out set (a test keeps it so); meta's
-`template` names the family.
+up to 20). `builtin:train-level1-wide` adds 256 problems of twelve more story families to those 512,
+eight of them subtractions told in other verbs (ate, spent, broke, used, melted; fewer than, how many more
+are needed, how much older), since a subtraction told as a story is what the mix did not teach
+(BENCHMARKS.md); their first numbers go up to 30. No question and no family is shared with the held-out
+set (a test keeps it so); meta's `template` names the family.
 
 Not covered: harder problems (levels 2 and 3).
 """
@@ -96,24 +99,143 @@ TEMPLATES: dict[str, tuple[str, Maker]] = {  # template -> (kind, maker)
 }
 
 
-def generate_variety(n: int = SIZE, seed: int = 0) -> list[Problem]:
-    """`n` distinct training problems of the eight extra families, the families in turn."""
-    rng = random.Random(f"mappa-math-train-variety-{seed}")
-    names = sorted(TEMPLATES)
+def _story_pair(rng: random.Random) -> tuple[int, int]:
+    a = rng.randint(6, 30)
+    return a, rng.randint(1, min(a - 1, 20))
+
+
+def _two_names(rng: random.Random) -> tuple[str, str]:
+    first, second = rng.sample(_NAMES, 2)
+    return first, second
+
+
+def _jar(rng):
+    a, b, name = *_story_pair(rng), rng.choice(_NAMES)
+    return (
+        f"A jar had {a} cookies. {name} ate {b} of them. How many cookies are in the jar now?",
+        a - b,
+        (a, b),
+    )
+
+
+def _spent(rng):
+    a, b, name = *_story_pair(rng), rng.choice(_NAMES)
+    question = (
+        f"{name} had {a} dollars and spent {b} dollars on lunch. How many dollars does {name} have left?"
+    )
+    return question, a - b, (a, b)
+
+
+def _plates(rng):
+    a, b, name = *_story_pair(rng), rng.choice(_NAMES)
+    question = f"{name} had {a} plates. {b} plates broke when they fell. How many plates are not broken?"
+    return question, a - b, (a, b)
+
+
+def _tissues(rng):
+    a, b, name = *_story_pair(rng), rng.choice(_NAMES)
+    question = f"A box had {a} tissues. {name} used {b} of them. How many tissues are left in the box?"
+    return question, a - b, (a, b)
+
+
+def _fewer(rng):
+    (a, b), (first, second) = _story_pair(rng), _two_names(rng)
+    question = f"{first} has {a} cards. {second} has {b} fewer cards than {first}. "
+    question += f"How many cards does {second} have?"
+    return question, a - b, (a, b)
+
+
+def _needs_more(rng):
+    a, b, name = *_story_pair(rng), rng.choice(_NAMES)
+    question = (
+        f"{name} wants to collect {a} shells and already has {b}. How many more shells does {name} need?"
+    )
+    return question, a - b, (a, b)
+
+
+def _older(rng):
+    (a, b), (first, second) = _story_pair(rng), _two_names(rng)
+    question = f"{first} is {a} years old and {second} is {b} years old. "
+    question += f"How many years older is {first} than {second}?"
+    return question, a - b, (a, b)
+
+
+def _ice(rng):
+    a, b = _story_pair(rng)
+    question = f"There were {a} ice cubes in a bowl. {b} of them melted. How many ice cubes have not melted?"
+    return question, a - b, (a, b)
+
+
+def _games(rng):
+    a, b, name = *_pair(rng), rng.choice(_NAMES)
+    question = (
+        f"{name} scored {a} points in the first game and {b} points in the second game. "
+        f"How many points did {name} score in all?"
+    )
+    return question, a + b, (a, b)
+
+
+def _tulips(rng):
+    a, b = _pair(rng)
+    question = f"A garden has {a} red tulips and {b} yellow tulips. How many tulips are in the garden?"
+    return question, a + b, (a, b)
+
+
+def _savings(rng):
+    (each, weeks), name = _digits(rng), rng.choice(_NAMES)
+    question = f"{name} saves {each} dollars every week. How many dollars does {name} save in {weeks} weeks?"
+    return question, each * weeks, (each, weeks)
+
+
+def _cafe(rng):
+    tables, chairs = _digits(rng)
+    question = f"A cafe has {tables} tables with {chairs} chairs at each table. How many chairs are there?"
+    return question, tables * chairs, (tables, chairs)
+
+
+STORIES: dict[str, tuple[str, Maker]] = {  # `builtin:train-level1-wide`'s twelve more families
+    "wide_jar": ("word", _jar),
+    "wide_spent": ("word", _spent),
+    "wide_plates": ("word", _plates),
+    "wide_tissues": ("word", _tissues),
+    "wide_fewer": ("word", _fewer),
+    "wide_needs_more": ("word", _needs_more),
+    "wide_older": ("word", _older),
+    "wide_ice": ("word", _ice),
+    "wide_games": ("word", _games),
+    "wide_tulips": ("word", _tulips),
+    "wide_savings": ("word", _savings),
+    "wide_cafe": ("word", _cafe),
+}
+
+
+def _draw(templates: dict[str, tuple[str, Maker]], n: int, rng: random.Random, prefix: str) -> list[Problem]:
+    """`n` distinct problems of `templates`, the families in turn; ids `<prefix>-0000`, ..."""
+    names = sorted(templates)
     problems, seen = [], set()
     for _ in range(200 * n):
         if len(problems) == n:
             break
         template = names[len(problems) % len(names)]
-        kind, make = TEMPLATES[template]
+        kind, make = templates[template]
         question, answer, numbers = make(rng)
         if question in seen:
             continue
         seen.add(question)
         meta = {"level": 1, "kind": kind, "template": template, "difficulty": 1, "numbers": list(numbers)}
         problems.append(
-            Problem(f"l1-mix-{len(problems):04d}", question, str(answer), meta | {"split": "train"})
+            Problem(f"{prefix}-{len(problems):04d}", question, str(answer), meta | {"split": "train"})
         )
     if len(problems) < n:
-        raise RuntimeError(f"only {len(problems)} distinct training problems of the extra families")
+        raise RuntimeError(f"only {len(problems)} distinct training problems of {sorted(templates)}")
     return problems
+
+
+def generate_variety(n: int = SIZE, seed: int = 0) -> list[Problem]:
+    """`n` distinct training problems of the eight extra families (`TEMPLATES`), the families in turn."""
+    return _draw(TEMPLATES, n, random.Random(f"mappa-math-train-variety-{seed}"), "l1-mix")
+
+
+def generate_stories(n: int = SIZE, seed: int = 0) -> list[Problem]:
+    """`n` distinct training problems of the twelve story families (`STORIES`), the families in turn."""
+    return _draw(STORIES, n, random.Random(f"mappa-math-train-stories-{seed}"), "l1-wide")

@@ -66,7 +66,7 @@ def test_the_heldout_set_is_disjoint_from_training_by_problem_and_by_template_fa
     heldout = load_builtin_source("builtin:heldout-level1")
     assert len(heldout) == SIZE >= 256 and heldout == load_builtin_source("builtin:heldout-level1")
     assert len({p.question for p in heldout}) == SIZE
-    for source in ("builtin:train-level1", "builtin:eval-level1", "builtin:train-level1-mix"):
+    for source in ("builtin:train-level1", "builtin:eval-level1", "builtin:train-level1-wide"):
         other = load_builtin_source(source)
         assert not {p.question for p in heldout} & {p.question for p in other}
         assert not {p.meta["template"] for p in heldout} & {p.meta["template"] for p in other}
@@ -87,3 +87,24 @@ def test_the_mixed_training_split_adds_eight_families_to_level_one():
     level1 = load_builtin_source("builtin:train-level1")
     assert len(mix) == 512 and mix[:256] == level1 and len({p.question for p in mix}) == 512
     assert len({p.meta["template"] for p in mix}) == len(LEVEL1_TEMPLATES) + 8
+
+
+def test_the_wide_training_split_adds_twelve_story_families_most_of_them_subtractions():
+    from mappa.envs.math_train_variety import STORIES
+
+    wide = load_builtin_source("builtin:train-level1-wide")
+    mix = load_builtin_source("builtin:train-level1-mix")
+    assert len(wide) == 768 and wide[:512] == mix and len({p.question for p in wide}) == 768
+    stories = wide[512:]
+    assert {p.meta["template"] for p in stories} == set(STORIES) and len(STORIES) == 12
+    for problem in stories:  # the answer follows from the numbers and the family's operation
+        a, b = problem.meta["numbers"]
+        template = problem.meta["template"]
+        if template in ("wide_savings", "wide_cafe"):
+            expected = a * b
+        elif template in ("wide_games", "wide_tulips"):
+            expected = a + b
+        else:
+            expected = a - b
+        assert problem.answer == str(expected) and expected > 0, problem
+        assert str(a) in problem.question and str(b) in problem.question
