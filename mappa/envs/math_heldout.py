@@ -17,9 +17,9 @@ languages.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
 
 from mappa.core.types import Problem
+from mappa.envs.math_problems import OneStepMaker, draw_in_turn
 
 SIZE = 320
 _NAMES = (
@@ -36,8 +36,6 @@ _NAMES = (
     "Ines",
     "Theo",
 )
-
-Maker = Callable[[random.Random], tuple[str, int, tuple[int, ...]]]  # question, answer, numbers
 
 
 def _pair(rng: random.Random, low: int = 2, high: int = 20) -> tuple[int, int]:
@@ -158,7 +156,9 @@ def _pencils(rng):
     )
 
 
-TEMPLATES: dict[str, tuple[str, Maker]] = {  # template -> (kind, maker); every name starts with heldout_
+TEMPLATES: dict[
+    str, tuple[str, OneStepMaker]
+] = {  # template -> (kind, maker); every name starts with heldout_
     "heldout_add_words": ("arithmetic", _add_words),
     "heldout_more_than": ("arithmetic", _more_than),
     "heldout_minus_words": ("arithmetic", _minus_words),
@@ -177,24 +177,6 @@ TEMPLATES: dict[str, tuple[str, Maker]] = {  # template -> (kind, maker); every 
 
 def generate_heldout(n: int = SIZE, seed: int = 0) -> list[Problem]:
     """`n` distinct held-out problems, the templates in turn (so every family is in any prefix of 13)."""
-    rng = random.Random(f"mappa-math-heldout-level1-{seed}")
-    names = sorted(TEMPLATES)
-    problems, seen = [], set()
-    for _ in range(200 * n):
-        if len(problems) == n:
-            break
-        template = names[len(problems) % len(names)]
-        kind, make = TEMPLATES[template]
-        question, answer, numbers = make(rng)
-        if question in seen:
-            continue
-        seen.add(question)
-        meta = {"level": 1, "kind": kind, "template": template, "difficulty": 1, "split": "heldout"}
-        problems.append(
-            Problem(
-                f"l1-heldout-{len(problems):04d}", question, str(answer), meta | {"numbers": list(numbers)}
-            )
-        )
-    if len(problems) < n:
-        raise RuntimeError(f"only {len(problems)} distinct held-out problems; ask for fewer")
-    return problems
+    return draw_in_turn(
+        TEMPLATES, n, random.Random(f"mappa-math-heldout-level1-{seed}"), "l1-heldout", "heldout"
+    )

@@ -221,6 +221,37 @@ def format_answer(value: Fraction | int) -> str:
     return str(value.numerator) if value.denominator == 1 else f"{value.numerator}/{value.denominator}"
 
 
+OneStepMaker = Callable[[random.Random], tuple[str, int, tuple[int, ...]]]  # question, answer, numbers
+
+
+def draw_in_turn(
+    templates: dict[str, tuple[str, OneStepMaker]], n: int, rng: random.Random, id_prefix: str, split: str
+) -> list[Problem]:
+    """`n` distinct one-step problems of `templates` (name -> (kind, maker)), the families in turn (by
+    name, so every family is in any prefix as long as their number); ids `<id_prefix>-0000`, ...; meta:
+    level 1, kind, template, the numbers and `split`."""
+    names = sorted(templates)
+    problems, seen = [], set()
+    for _ in range(200 * n):
+        if len(problems) == n:
+            break
+        template = names[len(problems) % len(names)]
+        kind, make = templates[template]
+        question, answer, numbers = make(rng)
+        if question in seen:
+            continue
+        seen.add(question)
+        meta = {"level": 1, "kind": kind, "template": template, "difficulty": 1, "numbers": list(numbers)}
+        problems.append(
+            Problem(f"{id_prefix}-{len(problems):04d}", question, str(answer), meta | {"split": split})
+        )
+    if len(problems) < n:
+        raise RuntimeError(
+            f"only {len(problems)} distinct {split} problems of {sorted(templates)}; ask for fewer"
+        )
+    return problems
+
+
 def split_of(signature: str) -> str:
     """The split a problem signature belongs to, by a stable hash (the same on every machine and run)."""
     digest = int.from_bytes(hashlib.sha256(signature.encode()).digest()[:8], "big")

@@ -18,14 +18,12 @@ Not covered: harder problems (levels 2 and 3).
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
 
 from mappa.core.types import Problem
+from mappa.envs.math_problems import OneStepMaker, draw_in_turn
 
 SIZE = 256  # beside the 256 level-1 training problems
 _NAMES = ("Sam", "Nora", "Eli", "Rosa", "Finn", "Lucy", "Ahmed", "Julia", "Oscar", "Tara", "Leo", "Vera")
-
-Maker = Callable[[random.Random], tuple[str, int, tuple[int, int]]]
 
 
 def _pair(rng: random.Random) -> tuple[int, int]:
@@ -87,7 +85,7 @@ def _crayons(rng):
     return question, boxes * each, (boxes, each)
 
 
-TEMPLATES: dict[str, tuple[str, Maker]] = {  # template -> (kind, maker)
+TEMPLATES: dict[str, tuple[str, OneStepMaker]] = {  # template -> (kind, maker)
     "mix_work_out": ("arithmetic", _work_out),
     "mix_equals": ("arithmetic", _equals),
     "mix_class": ("word", _class),
@@ -193,7 +191,7 @@ def _cafe(rng):
     return question, tables * chairs, (tables, chairs)
 
 
-STORIES: dict[str, tuple[str, Maker]] = {  # `builtin:train-level1-wide`'s twelve more families
+STORIES: dict[str, tuple[str, OneStepMaker]] = {  # `builtin:train-level1-wide`'s twelve more families
     "wide_jar": ("word", _jar),
     "wide_spent": ("word", _spent),
     "wide_plates": ("word", _plates),
@@ -209,33 +207,11 @@ STORIES: dict[str, tuple[str, Maker]] = {  # `builtin:train-level1-wide`'s twelv
 }
 
 
-def _draw(templates: dict[str, tuple[str, Maker]], n: int, rng: random.Random, prefix: str) -> list[Problem]:
-    """`n` distinct problems of `templates`, the families in turn; ids `<prefix>-0000`, ..."""
-    names = sorted(templates)
-    problems, seen = [], set()
-    for _ in range(200 * n):
-        if len(problems) == n:
-            break
-        template = names[len(problems) % len(names)]
-        kind, make = templates[template]
-        question, answer, numbers = make(rng)
-        if question in seen:
-            continue
-        seen.add(question)
-        meta = {"level": 1, "kind": kind, "template": template, "difficulty": 1, "numbers": list(numbers)}
-        problems.append(
-            Problem(f"{prefix}-{len(problems):04d}", question, str(answer), meta | {"split": "train"})
-        )
-    if len(problems) < n:
-        raise RuntimeError(f"only {len(problems)} distinct training problems of {sorted(templates)}")
-    return problems
-
-
 def generate_variety(n: int = SIZE, seed: int = 0) -> list[Problem]:
     """`n` distinct training problems of the eight extra families (`TEMPLATES`), the families in turn."""
-    return _draw(TEMPLATES, n, random.Random(f"mappa-math-train-variety-{seed}"), "l1-mix")
+    return draw_in_turn(TEMPLATES, n, random.Random(f"mappa-math-train-variety-{seed}"), "l1-mix", "train")
 
 
 def generate_stories(n: int = SIZE, seed: int = 0) -> list[Problem]:
     """`n` distinct training problems of the twelve story families (`STORIES`), the families in turn."""
-    return _draw(STORIES, n, random.Random(f"mappa-math-train-stories-{seed}"), "l1-wide")
+    return draw_in_turn(STORIES, n, random.Random(f"mappa-math-train-stories-{seed}"), "l1-wide", "train")
