@@ -60,6 +60,9 @@ class AgentConfig(_Section):
     """Whether this agent's weights are updated; a frozen agent still acts and is scored."""
     lora: LoraConfig | None = None
     """Train a LoRA adapter on this agent instead of all its weights (needs `pip install peft`)."""
+    max_new_tokens: int | None = Field(None, ge=1, le=8192)
+    """This seat's limit of generated tokens per action, in rollouts and evaluations alike (default:
+    `rollout.max_new_tokens`), e.g. more room for an executor's program than for a verifier's reply."""
 
 
 class CoachPhase(_Section):

@@ -122,6 +122,12 @@ def state_bytes(size: AgentSize, deepspeed: bool) -> float:
     return size.trained * (16 if deepspeed else 12)
 
 
+def longest_action(config: RunConfig) -> int:
+    """The most tokens any seat may generate in one action (`rollout.max_new_tokens` or a seat's own)."""
+    limits = [agent.max_new_tokens for agent in config.agents.values() if agent.max_new_tokens]
+    return max([config.rollout.max_new_tokens, *limits])
+
+
 def disk_need(config: RunConfig, sizes: list[AgentSize]) -> Need:
     """Bytes a run writes at its peak: per trainable agent `keep_last` full states plus the one being
     written before the oldest goes, the weights kept every `keep_weights_every` iterations, and the
@@ -133,7 +139,7 @@ def disk_need(config: RunConfig, sizes: list[AgentSize]) -> Need:
     kept_weights = config.iterations // keep.keep_weights_every if keep.keep_weights_every else 0
     weights = sum(4 * s.trained for s in trained) * kept_weights
     actions = config.rollout.problems_per_iteration * config.rollout.samples_per_problem * len(config.agents)
-    tokens = 4 * config.rollout.max_new_tokens  # a prompt carries the upstream agents' answers
+    tokens = 4 * longest_action(config)  # a prompt carries the upstream agents' answers
     artifacts = config.iterations * actions * 2 * tokens * BYTES_PER_ACTION_TOKEN  # with turns, evaluations
     margin = keep.min_free_gb * GB
     parts = (
@@ -153,7 +159,7 @@ def memory_need(config: RunConfig, sizes: list[AgentSize]) -> Need:
     update), and a local coach's model lives through the score stage only (`mappa.stages.score`), so the
     peak adds the larger of the two to the engines and the driver with Ray and Prefect."""
     parts, total = [], DRIVER_BYTES
-    seq = 4 * config.rollout.max_new_tokens
+    seq = 4 * longest_action(config)
     working = 0.0
     for size in sizes:
         agent = RUNTIME_BYTES + 4 * size.parameters + 8 * size.trained

@@ -56,16 +56,19 @@ def remote_chat(worker: WorkerHandle):
     return chat
 
 
+def seat_params(run: Run, name: str, params: SamplingParams) -> SamplingParams:
+    """`params` for seat `name`: with the env's stop strings for the seat (`EnvSpec.stops`) and the seat's
+    own token limit (`agents.NAME.max_new_tokens`) where it sets one."""
+    stops = get_env_spec(run.config.env.type).stops.get(name, ())
+    limit = run.config.agents[name].max_new_tokens or params.max_new_tokens
+    return dataclasses.replace(params, stop=params.stop + stops, max_new_tokens=limit)
+
+
 def build_agents(run: Run, workers: dict[str, Any], params: SamplingParams) -> dict[str, Agent]:
-    """One agent per seat, each with the env's stop strings for its seat (`EnvSpec.stops`)."""
+    """One agent per seat, each with its seat's sampling settings (`seat_params`)."""
     spec = get_env_spec(run.config.env.type)
     return {
-        name: Agent(
-            name,
-            spec.roles[name],
-            remote_chat(workers[name]),
-            dataclasses.replace(params, stop=params.stop + spec.stops.get(name, ())),
-        )
+        name: Agent(name, spec.roles[name], remote_chat(workers[name]), seat_params(run, name, params))
         for name in spec.seats
     }
 

@@ -105,7 +105,8 @@ def out_of_memory_hint(run: Run, agent: str, rows: list[Experience]) -> str:
         f"the update of agent `{agent}` ran the machine out of memory (micro-batches of {micro} sequences, "
         f"the longest {longest} tokens). `mappa resume {run.run_id}` keeps the agents already trained and "
         f"restarts the workers, which frees what idle workers held; if it fails again, start a new run with "
-        f"a smaller trainer.micro_batch_size or shorter prompts (rollout.max_new_tokens, the env's turns)"
+        f"a smaller trainer.micro_batch_size or shorter prompts (rollout.max_new_tokens or a seat's own, "
+        f"the env's turns)"
     )
 
 

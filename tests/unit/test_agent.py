@@ -1,6 +1,7 @@
 """An agent asks its policy with a seed of its own: seats that share a base seed must not sample alike."""
 
 import asyncio
+import dataclasses
 
 from mappa.agents.agent import Agent
 from mappa.inference.engine import Generation, SamplingParams
@@ -29,3 +30,31 @@ def test_each_agent_and_call_gets_its_own_seed_and_calls_repeat_exactly():
     assert other_problem != first_solver
     assert asyncio.run(Agent("a", "r", _recording_chat(seeds), SamplingParams(seed=None)).act(["q"]))
     assert seeds[-1] is None  # no base seed: none is made up
+
+
+def test_a_seat_with_its_own_token_limit_generates_up_to_it_and_the_others_keep_the_runs(tmp_path):
+    from mappa.config import load_config
+    from mappa.resources import longest_action
+    from mappa.stages.rollout import build_agents
+    from mappa.storage.run import Run
+
+    settings = [f"storage.root={tmp_path}", "rollout.max_new_tokens=64", "agents.executor.max_new_tokens=160"]
+    run = Run.create(load_config("configs/mathchat-cpu.yaml", settings), "r1")
+    asked: dict[str, SamplingParams] = {}
+
+    def worker(name: str):
+        async def remote(chats, fields):
+            asked[name] = SamplingParams.from_fields(fields)
+            answer = dataclasses.asdict(Generation("x", (1,), (2,), (-0.5,), "stop"))
+            return [("p", answer, 0.0) for _ in chats]
+
+        return type("Worker", (), {"chat": type("Method", (), {"remote": staticmethod(remote)})})
+
+    seats = ("solver", "executor", "verifier")
+    agents = build_agents(run, {name: worker(name) for name in seats}, SamplingParams(max_new_tokens=64))
+    for name in seats:
+        asyncio.run(agents[name].act(["Problem: 1 + 1?"]))
+    limits = {name: asked[name].max_new_tokens for name in seats}
+    assert limits == {"solver": 64, "executor": 160, "verifier": 64}
+    assert asked["executor"].stop == agents["executor"].params.stop  # the env's stop strings stay
+    assert longest_action(run.config) == 160  # what the memory and disk estimates plan for
