@@ -156,9 +156,8 @@ def _pencils(rng):
     )
 
 
-TEMPLATES: dict[
-    str, tuple[str, OneStepMaker]
-] = {  # template -> (kind, maker); every name starts with heldout_
+# template -> (kind, maker); every name starts with heldout_
+TEMPLATES: dict[str, tuple[str, OneStepMaker]] = {
     "heldout_add_words": ("arithmetic", _add_words),
     "heldout_more_than": ("arithmetic", _more_than),
     "heldout_minus_words": ("arithmetic", _minus_words),

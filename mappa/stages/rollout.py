@@ -21,6 +21,7 @@ from mappa.cluster.ray_cluster import agent_workers
 from mappa.core.types import Problem, Trajectory
 from mappa.envs.outcome_summary import summarize_by_kind
 from mappa.envs.registry import get_env_spec, load_env_problems
+from mappa.envs.spec import EnvSpec
 from mappa.inference.engine import Generation, SamplingParams
 from mappa.sandbox import SandboxLimits
 from mappa.stages.progress import StageProgress
@@ -56,19 +57,18 @@ def remote_chat(worker: WorkerHandle):
     return chat
 
 
-def seat_params(run: Run, name: str, params: SamplingParams) -> SamplingParams:
+def seat_params(run: Run, spec: EnvSpec, name: str, params: SamplingParams) -> SamplingParams:
     """`params` for seat `name`: with the env's stop strings for the seat (`EnvSpec.stops`) and the seat's
     own token limit (`agents.NAME.max_new_tokens`) where it sets one."""
-    stops = get_env_spec(run.config.env.type).stops.get(name, ())
     limit = run.config.agents[name].max_new_tokens or params.max_new_tokens
-    return dataclasses.replace(params, stop=params.stop + stops, max_new_tokens=limit)
+    return dataclasses.replace(params, stop=params.stop + spec.stops.get(name, ()), max_new_tokens=limit)
 
 
 def build_agents(run: Run, workers: dict[str, Any], params: SamplingParams) -> dict[str, Agent]:
     """One agent per seat, each with its seat's sampling settings (`seat_params`)."""
     spec = get_env_spec(run.config.env.type)
     return {
-        name: Agent(name, spec.roles[name], remote_chat(workers[name]), seat_params(run, name, params))
+        name: Agent(name, spec.roles[name], remote_chat(workers[name]), seat_params(run, spec, name, params))
         for name in spec.seats
     }
 

@@ -32,8 +32,9 @@ def test_each_agent_and_call_gets_its_own_seed_and_calls_repeat_exactly():
     assert seeds[-1] is None  # no base seed: none is made up
 
 
-def test_a_seat_with_its_own_token_limit_generates_up_to_it_and_the_others_keep_the_runs(tmp_path):
+def test_a_seat_with_its_own_token_limit_gets_it_and_the_other_seats_keep_the_rollouts(tmp_path):
     from mappa.config import load_config
+    from mappa.envs.registry import get_env_spec
     from mappa.resources import longest_action
     from mappa.stages.rollout import build_agents
     from mappa.storage.run import Run
@@ -56,5 +57,5 @@ def test_a_seat_with_its_own_token_limit_generates_up_to_it_and_the_others_keep_
         asyncio.run(agents[name].act(["Problem: 1 + 1?"]))
     limits = {name: asked[name].max_new_tokens for name in seats}
     assert limits == {"solver": 64, "executor": 160, "verifier": 64}
-    assert asked["executor"].stop == agents["executor"].params.stop  # the env's stop strings stay
+    assert asked["executor"].stop == get_env_spec("mathchat").stops["executor"]  # the env's stop strings stay
     assert longest_action(run.config) == 160  # what the memory and disk estimates plan for
