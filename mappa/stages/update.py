@@ -29,11 +29,16 @@ from mappa.storage.frames import frame_to_experiences
 from mappa.storage.run import OUTPUTS, Run
 
 
+def agent_result_parts(run: Run, iteration: int, agent: str) -> tuple[str, ...]:
+    """Where a trained agent's metrics are kept until the stage finishes (a resumed update skips it)."""
+    return run.parts(iteration, "update", f"agents/{agent}.json")
+
+
 def update_agent(
     run: Run, iteration: int, agent: str, worker: WorkerHandle, experiences: list[Experience]
 ) -> dict[str, Any]:
     """Train one agent on its experiences and checkpoint it; reuses a finished agent's result."""
-    done = run.parts(iteration, "update", f"agents/{agent}.json")
+    done = agent_result_parts(run, iteration, agent)
     if run.store.exists(*done):
         metrics = run.store.read_json(*done)
         ray.get(
@@ -114,9 +119,12 @@ def update_agents(run: Run, iteration: int) -> dict[str, Any]:
     """Train every trainable agent on iteration `iteration`'s experiences; metrics.json and the manifest."""
     started = time.perf_counter()
     experiences = frame_to_experiences(run.store.read_parquet(*output_parts(run, iteration, "advantages")))
+    trainable = [agent for agent, config in run.config.agents.items() if config.trainable]
+    pending = [a for a in trainable if not run.store.exists(*agent_result_parts(run, iteration, a))]
+    if pending:  # a full disk is named before any worker loads a model (minutes on a large model), not after
+        check_disk_for_checkpoint(run.config, pending[0], checkpoint_bytes(run, pending[0], iteration))
     workers = agent_workers(run, iteration, purpose=f"the update of iteration {iteration}")
     metrics = {}
-    trainable = [agent for agent, config in run.config.agents.items() if config.trainable]
     progress = StageProgress("update", iteration, len(trainable), "agents trained")
     for agent in trainable:
         metrics[agent] = update_agent(run, iteration, agent, workers[agent], experiences)

@@ -6,7 +6,8 @@ differ by less than one state of the run (the kept weights of iteration 2); each
 what it deleted in its manifest, the run's ledger and the events; `mappa evaluate` takes a kept weights-only
 iteration and refuses a deleted one in one line; `mappa inspect` and `mappa rescore` on a pruned iteration
 say what became of its checkpoints and still work; a resume that would recompute a pruned iteration stops
-in one line; the report's history file holds every iteration once.
+in one line; the report's history file holds every iteration once; a full disk stops an update before it
+writes.
 The SIGKILL between writing a new state and deleting the old one is in test_fault_injection.py.
 """
 
@@ -116,21 +117,31 @@ def test_a_resume_that_needs_a_pruned_state_stops_in_one_line(long_run, capsys):
 
 
 def test_a_disk_that_fills_up_fails_the_update_before_it_writes(long_run, monkeypatch):
-    """Iteration 7's stages run (no flow: the seven finished ones need no walking through); by its update
-    the disk is full: the stage stops before the first agent trains, nothing of a checkpoint is written,
-    the finished stages stay (the CLI's one line for a failed stage: test_stage_retry.py)."""
+    """Iteration 6's update done again (its output and checkpoints moved aside; no flow, no rollout: its
+    inputs are kept): the disk is full, so the stage stops before any worker loads a model, nothing of a
+    checkpoint is written, the finished stages stay (the CLI's one line for a failed stage:
+    test_stage_retry.py)."""
+    import ray
+
     from mappa import resources
     from mappa.stages import execute
 
-    run = long_run
-    for stage in ("rollout", "score", "advantages"):
-        execute(run, ITERATIONS, stage)
+    run, last = long_run, ITERATIONS - 1
+    kept = [Path(run.store.path(*run.checkpoint_parts(seat, last))) for seat in MATHCHAT_SEATS]
+    kept.append(Path(run.store.path(run.run_id, f"iter-{last:04d}", "update")))
+    for folder in kept:
+        folder.rename(folder.with_name(folder.name + ".kept"))
     monkeypatch.setattr(resources, "free_disk_bytes", lambda root: 0.01e9)
-    with pytest.raises(resources.ResourceError, match="has 0.01 GB free, too little to write agent"):
-        execute(run, ITERATIONS, "update")
-    assert not any(run.store.exists(*run.checkpoint_parts(seat, ITERATIONS)) for seat in MATHCHAT_SEATS)
-    assert all(stage_complete(run, ITERATIONS, stage) for stage in ("rollout", "score", "advantages"))
-    assert [e["kind"] for e in run.events() if e["stage"] == "update" and e["iteration"] == ITERATIONS] == [
-        "started",
-        "failed",
-    ]
+    try:
+        with pytest.raises(resources.ResourceError, match="has 0.01 GB free, too little to write agent"):
+            execute(run, last, "update")
+        assert not [name for name in ray.util.list_named_actors() if name.startswith("mappa-long-")]
+        assert not any(run.store.exists(*run.checkpoint_parts(seat, last)) for seat in MATHCHAT_SEATS)
+        assert all(stage_complete(run, last, stage) for stage in ("rollout", "score", "advantages"))
+    finally:
+        for folder in kept:
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.with_name(folder.name + ".kept").rename(folder)
+    updates = [e["kind"] for e in run.events() if e["stage"] == "update" and e["iteration"] == last]
+    assert updates[-2:] == ["started", "failed"], updates
+    assert stage_complete(run, last, "update")  # moved back: nothing of the run was lost

@@ -123,7 +123,9 @@ def kill_when(
             last = [line for line in printed.splitlines() if line.strip()][-3:]
             assert any(line.startswith(f"interrupted: run {run} stopped") for line in last), last
             return
-        time.sleep(0.05)
+        # Every listing costs moto's server and this process CPU that the run needs; the events waited
+        # for are a second or more apart (an agent's training; the report before the retention).
+        time.sleep(0.25)
     raise AssertionError(f"the run ended before {wanted} happened; log:\n{process.output()[-3000:]}")
 
 
