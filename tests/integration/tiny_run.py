@@ -1,7 +1,7 @@
 """The run config the integration tests share: every seat on the tiny random model, two problems of 16
-new tokens, global whitening (a random model fails every problem alike, so the rubric gives each agent one
-constant score and per-agent whitening would, rightly, give zero advantages; across agents scores differ).
-A test states only what it changes."""
+new tokens, one torch thread per worker, global whitening (a random model fails every problem alike, so
+the rubric gives each agent one constant score and per-agent whitening would, rightly, give zero
+advantages; across agents scores differ). A test states only what it changes."""
 
 from __future__ import annotations
 
@@ -30,6 +30,10 @@ def write_tiny_config(
         "rollout": {"problems_per_iteration": 2, "max_new_tokens": 16},
         "algo": {"whiten_scope": "global"},
         "storage": {"root": str(root)},
+        # one thread per worker: two test files share two cores, and a model this small gains nothing
+        # from a second thread but the time its threads spend waiting for each other (13 s of CPU less
+        # for a two-iteration run)
+        "cluster": {"torch_threads": 1},
     }
     for name, value in sections.items():
         merge = isinstance(value, dict) and isinstance(config.get(name), dict) and name != "coach"
