@@ -115,7 +115,10 @@ def deepspeed_run(root: Path, tiny_model: Path, iterations: int, ranks: int):
         iterations=iterations,
         trainer=trainer,
         engine={"bf16_autocast": False},
-        cluster={"trainer_ranks": ranks},
+        # torch's own thread count, as when the 1e-5 below was set: with one thread per worker one and
+        # two ranks came 1.1e-5 apart in one weight (Adam's first step magnifies rounding where the
+        # gradient is tiny)
+        cluster={"trainer_ranks": ranks, "torch_threads": None},
         checkpoint={"keep_last": 2},  # the two-rank run is compared with the one-rank run's iteration 0
     )
     summary = train(config_path=str(path), run_id=f"ds-{ranks}")
