@@ -23,7 +23,7 @@ from tiny_run import MATHCHAT_SEATS, write_tiny_config
 from mappa.stages import output_parts, stage_complete
 from mappa.storage.checkpoints import checkpoint_holds, read_ledger
 from mappa.storage.history import run_history
-from mappa.storage.run import Run
+from mappa.storage.run import Run, iteration_name
 
 pytestmark = pytest.mark.slow
 ITERATIONS = 7
@@ -128,7 +128,7 @@ def test_a_disk_that_fills_up_fails_the_update_before_it_writes(long_run, monkey
 
     run, last = long_run, ITERATIONS - 1
     kept = [Path(run.store.path(*run.checkpoint_parts(seat, last))) for seat in MATHCHAT_SEATS]
-    kept.append(Path(run.store.path(run.run_id, f"iter-{last:04d}", "update")))
+    kept.append(Path(run.store.path(run.run_id, iteration_name(last), "update")))
     for folder in kept:
         folder.rename(folder.with_name(folder.name + ".kept"))
     monkeypatch.setattr(resources, "free_disk_bytes", lambda root: 0.01e9)

@@ -68,9 +68,13 @@ def test_resuming_evaluating_or_inspecting_a_missing_run_is_refused_before_prefe
         assert "no run no-such-run" in capsys.readouterr().out
 
 
-def test_a_run_id_taken_by_another_config_is_refused_before_prefect(tmp_path, capsys):
+def test_a_run_id_taken_by_another_config_is_refused_before_prefect(tmp_path, capsys, monkeypatch):
+    from mappa import resources
     from mappa.config import load_config
     from mappa.storage.run import Run
+
+    # memory to spare: on a machine busy with a run, the memory pre-flight would refuse first
+    monkeypatch.setattr(resources, "available_memory_bytes", lambda: 1e12)
 
     Run.create(load_config("configs/mathchat-cpu.yaml", [f"storage.root={tmp_path}"]), "taken")
     args = ["--run-id", "taken", "--set", f"storage.root={tmp_path}", "--set", "seed=7"]
