@@ -120,9 +120,9 @@ def update_agents(run: Run, iteration: int) -> dict[str, Any]:
     started = time.perf_counter()
     experiences = frame_to_experiences(run.store.read_parquet(*output_parts(run, iteration, "advantages")))
     trainable = [agent for agent, config in run.config.agents.items() if config.trainable]
-    pending = [a for a in trainable if not run.store.exists(*agent_result_parts(run, iteration, a))]
-    if pending:  # a full disk is named before any worker loads a model (minutes on a large model), not after
-        check_disk_for_checkpoint(run.config, pending[0], checkpoint_bytes(run, pending[0], iteration))
+    first = next((a for a in trainable if not run.store.exists(*agent_result_parts(run, iteration, a))), None)
+    if first:  # a full disk is named before any worker loads a model (minutes on a large model), not after
+        check_disk_for_checkpoint(run.config, first, checkpoint_bytes(run, first, iteration))
     workers = agent_workers(run, iteration, purpose=f"the update of iteration {iteration}")
     metrics = {}
     progress = StageProgress("update", iteration, len(trainable), "agents trained")
