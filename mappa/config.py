@@ -350,6 +350,10 @@ class ClusterConfig(_Section):
     more than 1 needs `trainer.type: deepspeed`."""
     num_gpus: float = Field(0, ge=0)
     """GPUs per agent actor (per rank), e.g. 1; 0 on a CPU machine."""
+    colocate_seats: bool = True
+    """On a CPU machine, all agent workers in one Ray actor (one process importing torch once) where they
+    can share one: no GPUs, one rank, the torch trainer, the HF engine, `rollout.concurrent_batches` 1 and
+    one `placement` for all seats (`mappa.cluster.seat_host`); false: an actor per agent always."""
     placement: dict[str, dict[str, float]] = Field(default_factory=dict)
     """Ray resources a worker asks for, by agent seat (and `coach` for a local coach's worker), to place it
     on chosen nodes: {solver: {node_b: 1}} puts the solver on a node started with `ray start --resources

@@ -13,8 +13,9 @@ rank workers in a placement group (`mappa.cluster.rank_group`), used exactly lik
 first `engine.num_engines` ranks each hold an engine and share every generation call. With `engine.shared`
 (one small machine) all agents generate on one vLLM engine actor (`mappa.cluster.shared_engine`).
 `cluster.placement` puts a seat's workers on the nodes that have the Ray resources it names
-(`mappa.cluster.placement`, checked before any worker starts). Nothing else differs between a laptop and a
-cluster.
+(`mappa.cluster.placement`, checked before any worker starts). On a CPU machine the agents' workers share
+one actor, `mappa-<run id>-seats`, where they can (`mappa.cluster.seat_host`). Nothing else differs
+between a laptop and a cluster.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from mappa.cluster.handles import WorkerHandle
 from mappa.cluster.model_worker import ModelWorker
 from mappa.cluster.placement import check_placement, resources_of
 from mappa.cluster.rank_group import CPU_SHARE, RankGroup, in_bundle, process_group_env, rank_placement
+from mappa.cluster.seat_host import HOST, HostedSeat, SeatHost, colocated
 from mappa.cluster.shared_engine import SHARED_ENGINE, shared_engine
 from mappa.config import RunConfig
 from mappa.storage.checkpoints import Holds, require_checkpoint
@@ -59,17 +61,11 @@ def ensure_ray(config: RunConfig) -> None:
     )
 
 
-def _worker(
-    run: Run, name: str, model: str, trainable: bool, lora: dict | None = None, engine: str | None = None
-) -> WorkerHandle:
-    """The agent's worker: one actor, or for a trainable agent with `cluster.trainer_ranks` > 1 a
-    `RankGroup` of actors `mappa-<run>-<agent>-rank<k>` in the agent's placement group."""
-    config = run.config
-    ranks = config.cluster.trainer_ranks if trainable else 1
-    vllm = (engine or config.engine.type) == "vllm"
-    engines = config.engine.num_engines if vllm else 0
-    args = (
-        name,
+def _worker_args(
+    config: RunConfig, model: str, trainable: bool, lora: dict | None, engine: str | None
+) -> tuple:
+    """`ModelWorker`'s arguments after the seat's name."""
+    return (
         model,
         trainable,
         config.trainer.model_dump(),
@@ -79,6 +75,18 @@ def _worker(
         config.cluster.torch_threads,
         lora,
     )
+
+
+def _worker(
+    run: Run, name: str, model: str, trainable: bool, lora: dict | None = None, engine: str | None = None
+) -> WorkerHandle:
+    """The agent's worker: one actor, or for a trainable agent with `cluster.trainer_ranks` > 1 a
+    `RankGroup` of actors `mappa-<run>-<agent>-rank<k>` in the agent's placement group."""
+    config = run.config
+    ranks = config.cluster.trainer_ranks if trainable else 1
+    vllm = (engine or config.engine.type) == "vllm"
+    engines = config.engine.num_engines if vllm else 0
+    args = (name, *_worker_args(config, model, trainable, lora, engine))
     options = dict(
         get_if_exists=True, lifetime="detached", max_concurrency=1, num_gpus=config.cluster.num_gpus
     )
@@ -137,10 +145,14 @@ def agent_workers(
             require_checkpoint(run, name, iteration - 1, need, purpose)
     ranks = {name: config.cluster.trainer_ranks for name, agent in config.agents.items() if agent.trainable}
     check_placement(config, list(config.agents), ranks)  # before Ray leaves a worker pending for ever
-    workers = {
-        name: _worker(run, name, agent.model, agent.trainable, agent.lora and agent.lora.model_dump())
-        for name, agent in run.config.agents.items()
+    seats = {
+        name: (agent.model, agent.trainable, agent.lora and agent.lora.model_dump())
+        for name, agent in config.agents.items()
     }
+    if colocated(config):
+        workers = _hosted_seats(run, seats)
+    else:
+        workers = {name: _worker(run, name, *seat) for name, seat in seats.items()}
     states = dict(zip(workers, ray.get([w.ready.remote() for w in workers.values()])))
     loads = []
     for name, worker in workers.items():
@@ -154,6 +166,27 @@ def agent_workers(
             loads.append(worker.load_checkpoint.remote(run.config.storage.root, parts, need == "weights"))
     ray.get(loads)
     return workers
+
+
+def _hosted_seats(run: Run, seats: dict[str, tuple]) -> dict[str, WorkerHandle]:
+    """Every seat's worker in the run's one `SeatHost` actor (created once, found again by name); each seat
+    loads there unless it already has."""
+    config = run.config
+    resources = resources_of(config, next(iter(seats)))
+    host = (
+        ray.remote(SeatHost)
+        .options(
+            name=f"mappa-{run.run_id}-{HOST}",
+            num_cpus=0,
+            resources=resources or None,
+            get_if_exists=True,
+            lifetime="detached",
+            max_concurrency=1,
+        )
+        .remote()
+    )
+    ray.get([host.add.remote(name, *_worker_args(config, *seat, None)) for name, seat in seats.items()])
+    return {name: HostedSeat(host, name) for name in seats}
 
 
 def coach_worker(run: Run, model: str | None = None, name: str = COACH) -> WorkerHandle:
@@ -177,7 +210,8 @@ def release_worker(run_id: str, name: str) -> None:
 
 
 def release_workers(run_id: str, names: list[str]) -> None:
-    """Kill a run's named workers (end of a run), rank groups and their placement groups included."""
+    """Kill a run's named workers (end of a run: its agents, `HOST` where they share one, a local coach),
+    rank groups and their placement groups included."""
     if not ray.is_initialized():
         return
     prefixes = tuple(f"mappa-{run_id}-{name}" for name in [*names, SHARED_ENGINE])

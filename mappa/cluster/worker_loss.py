@@ -18,6 +18,7 @@ import ray
 from ray.exceptions import RayActorError
 
 from mappa.cluster.placement import offered_resources, resources_of
+from mappa.cluster.seat_host import HOST
 from mappa.config import RunConfig
 
 WORKER_PREFIX = "mappa-"
@@ -94,7 +95,8 @@ def worker_lost_error(exc: BaseException, config: RunConfig | None = None) -> Wo
         where, cause = "an unknown node", "its node is not in the cluster any more"
     else:
         offered = offered_resources(node)
-        asked = resources_of(config, seat) if config else {}
+        placed_as = next(iter(config.agents)) if config and seat == HOST else seat  # hosted: one placement
+        asked = resources_of(config, placed_as) if config else {}
         placed = f", resources {offered}" if offered else ""
         placed += f", placed there by cluster.placement: {asked}" if asked else ""
         where = f"node {node['NodeManagerAddress']} ({node_id[:12]}{placed})"
@@ -102,9 +104,13 @@ def worker_lost_error(exc: BaseException, config: RunConfig | None = None) -> Wo
         cause = "that node is gone" if gone else "that node is alive: the worker process died"
     if failed_start := start_failure(exc):
         cause = f"its start failed: {failed_start}"
-    agent = f"{seat} (rank {rank})" if rank else seat
+    if seat == HOST:  # every agent's worker in one process (`mappa.cluster.seat_host`)
+        agents = ", ".join(config.agents) if config else "every agent"
+        whose = f"the worker shared by agents {agents}"
+    else:
+        whose = f"the worker of agent {seat} (rank {rank})" if rank else f"the worker of agent {seat}"
     return WorkerLostError(
-        f"the worker of agent {agent} ({name}) died on {where}: {cause}. Finished stages are kept; "
+        f"{whose} ({name}) died on {where}: {cause}. Finished stages are kept; "
         "`mappa resume` starts a new worker on a node that cluster.placement allows (change it with --set "
         "cluster.placement.<seat>=... if that node is not coming back)"
     )

@@ -14,7 +14,7 @@ from typing import Any
 
 from prefect import flow, get_run_logger
 
-from mappa.cluster.ray_cluster import release_workers
+from mappa.cluster.ray_cluster import HOST, release_workers
 from mappa.stages import describe_stage
 from mappa.stages.evaluate import STAGE_NAME, evaluation_rows, last_trained_iteration
 from mappa.stages.evaluate_on import create_evaluation_set
@@ -55,7 +55,7 @@ def evaluate(
         if state.name == "Cached":  # Prefect's cache answered: the evaluation is complete
             manifest = {**manifest, "skipped": True}
     finally:
-        release_workers(run_id, list(run.config.agents))
+        release_workers(run_id, [*run.config.agents, HOST])
     get_run_logger().info(describe_stage(stage, iteration, manifest))
     publish_evaluation(run, iteration, evaluation_rows(run, iteration, stage), stage)
     return manifest

@@ -17,7 +17,7 @@ from typing import Any
 from prefect import flow, get_run_logger
 from prefect import runtime as prefect_runtime
 
-from mappa.cluster.ray_cluster import COACH, release_workers
+from mappa.cluster.ray_cluster import COACH, HOST, release_workers
 from mappa.config import apply_overrides, load_config, validate_config
 from mappa.envs.overlap import overlap_report
 from mappa.envs.registry import load_env_problems
@@ -90,7 +90,7 @@ def train(
                 if not state.is_completed():
                     state.result()  # raises the stage's error, failing the flow run
         finally:
-            release_workers(run.run_id, [*config.agents, COACH])
+            release_workers(run.run_id, [*config.agents, HOST, COACH])
             close_trackers(run)
     return run_summary(run)
 
