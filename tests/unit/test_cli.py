@@ -73,8 +73,9 @@ def test_a_run_id_taken_by_another_config_is_refused_before_prefect(tmp_path, ca
     from mappa.config import load_config
     from mappa.storage.run import Run
 
-    # memory to spare: on a machine busy with a run, the memory pre-flight would refuse first
+    # memory and disk to spare: on a machine busy with a run, a pre-flight would refuse first
     monkeypatch.setattr(resources, "available_memory_bytes", lambda: 1e12)
+    monkeypatch.setattr(resources, "free_disk_bytes", lambda root: 1e13)
 
     Run.create(load_config("configs/mathchat-cpu.yaml", [f"storage.root={tmp_path}"]), "taken")
     args = ["--run-id", "taken", "--set", f"storage.root={tmp_path}", "--set", "seed=7"]
