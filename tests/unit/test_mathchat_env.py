@@ -12,6 +12,7 @@ from mappa.inference.engine import Generation, SamplingParams
 from mappa.sandbox import SandboxLimits
 
 PROBLEM = Problem("p1", "What is 6 times 7?", "42")
+SLOW_MACHINE_S = 30.0  # a trivial program took 6 s beside heavy tests; no test here is about timeouts
 
 
 def agents_for(script: dict[str, list[str]], seen: list) -> dict[str, Agent]:
@@ -22,7 +23,10 @@ def run(script):
     seen: list = []
     trajectories = asyncio.run(
         run_mathchat(
-            [("t1", PROBLEM)], agents_for(script, seen), SandboxLimits(timeout_s=5), max_executor_turns=2
+            [("t1", PROBLEM)],
+            agents_for(script, seen),
+            SandboxLimits(timeout_s=SLOW_MACHINE_S),
+            max_executor_turns=2,
         )
     )
     return trajectories[0], seen
@@ -97,7 +101,7 @@ def test_concurrent_batches_overlap_agents_and_keep_the_problems_order():
     problems = [(f"t{i}", Problem(f"p{i}", "What is 1 + 1?", "2")) for i in range(5)]
 
     def run_batch(batch):
-        return run_mathchat(batch, agents, SandboxLimits(timeout_s=5, isolation="none"))
+        return run_mathchat(batch, agents, SandboxLimits(timeout_s=SLOW_MACHINE_S, isolation="none"))
 
     trajectories = asyncio.run(run_batches(run_batch, problems, batches=2))
     assert [t.id for t in trajectories] == [f"t{i}" for i in range(5)]

@@ -7,7 +7,7 @@ from mappa_codepair.tasks import load_tasks
 
 from mappa.sandbox import SandboxLimits, run_python
 
-LIMITS = SandboxLimits(timeout_s=10, memory_mb=1024)
+LIMITS = SandboxLimits(timeout_s=30, memory_mb=1024)  # room for a busy machine: no test is about timeouts
 
 
 def hidden_tests_passed(code, problem, marker="m4rk3r"):
