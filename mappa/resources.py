@@ -27,10 +27,11 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
+from mappa.cluster.seat_host import colocated
 from mappa.config import ConfigError, RunConfig, apply_overrides, validate_config
 
 GB = 1e9
-RUNTIME_BYTES = 0.7 * GB  # a model worker process: torch, transformers, Ray's worker
+RUNTIME_BYTES = 0.7 * GB  # a model worker process (one per agent, or one for all): torch, transformers, Ray's
 DRIVER_BYTES = 2.0 * GB  # the driver, Ray's own processes and Prefect's server
 VLLM_CPU_BYTES = 3.5 * GB  # vLLM's CPU engine beside its weights and KV cache
 BYTES_PER_ACTION_TOKEN = 48  # an action's artifacts per token: ids, logprobs, KL, returns, advantages
@@ -161,8 +162,12 @@ def memory_need(config: RunConfig, sizes: list[AgentSize]) -> Need:
     parts, total = [], DRIVER_BYTES
     seq = 4 * longest_action(config)
     working = 0.0
+    hosted = colocated(config)  # the agents' workers in one process: one runtime for all
+    if hosted:
+        total += RUNTIME_BYTES
+        parts.append(f"the agents' worker process {RUNTIME_BYTES / GB:.1f} GB")
     for size in sizes:
-        agent = RUNTIME_BYTES + 4 * size.parameters + 8 * size.trained
+        agent = (0 if hosted else RUNTIME_BYTES) + 4 * size.parameters + 8 * size.trained
         if size.trained:
             activations = 3 * config.trainer.micro_batch_size * seq * 4 * size.vocabulary  # logits dominate
             reference = 0 if size.lora else 4 * size.parameters

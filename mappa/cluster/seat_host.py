@@ -12,6 +12,8 @@ GPUs, one rank per agent, the plain torch trainer, the HF engine, one rollout ba
 (`rollout.concurrent_batches: 1`: the agents never work at once) and the same `cluster.placement` for every
 seat. Otherwise every agent keeps its own actor (`mappa.cluster.ray_cluster`).
 
+Imports no Ray (the pre-flight's memory estimate asks `colocated` before Ray starts).
+
 Not covered: a local coach (`coach.type: local`) keeps its own worker, released between score stages.
 """
 
@@ -19,7 +21,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from mappa.cluster.placement import resources_of
 from mappa.config import RunConfig
 
 HOST = "seats"  # the host actor is `mappa-<run id>-seats`
@@ -28,7 +29,7 @@ HOST = "seats"  # the host actor is `mappa-<run id>-seats`
 def colocated(config: RunConfig) -> bool:
     """Whether the run's agent workers share one `SeatHost` (see the module's docstring)."""
     cluster = config.cluster
-    placements = {tuple(sorted(resources_of(config, seat).items())) for seat in config.agents}
+    placements = {tuple(sorted(cluster.placement.get(seat, {}).items())) for seat in config.agents}
     return (
         cluster.colocate_seats
         and not cluster.num_gpus

@@ -98,3 +98,18 @@ def test_a_disk_that_filled_up_stops_the_update_before_it_writes(tmp_path, monke
         resources.check_disk_for_checkpoint(config, "solver", 0.3 * GB)
     monkeypatch.setattr(resources, "free_disk_bytes", lambda root: None)  # an object store: no such limit
     resources.check_disk_for_checkpoint(config, "solver", 1e15)
+
+
+def test_agents_sharing_one_process_are_planned_one_runtime(tiny_model):
+    """On a CPU machine the agents' workers share one process (`cluster.colocate_seats`): the memory
+    estimate counts one runtime (torch, transformers, Ray's worker) for them, not one per agent."""
+    tiny = [f"agents.{seat}.model={tiny_model}" for seat in ("solver", "executor", "verifier")]
+    common = [*tiny, "engine.type=hf", "engine.shared=false", "coach.type=rubric", "coach.scoring=generate"]
+    one = load_config("configs/mathchat-cpu.yaml", common)
+    apart = load_config("configs/mathchat-cpu.yaml", [*common, "cluster.colocate_seats=false"])
+    need = {
+        name: resources.memory_need(config, resources.agent_sizes(config))
+        for name, config in (("one", one), ("apart", apart))
+    }
+    assert need["apart"].total - need["one"].total == pytest.approx(2 * resources.RUNTIME_BYTES)
+    assert "the agents' worker process 0.7 GB" in need["one"].parts
