@@ -20,6 +20,9 @@ Output: a table (mean and half-range over seeds), JSON (`--out`) whose `summary`
 `{source, seed, iteration, heldout_success, heldout_success_flexible, heldout_n}` (iteration = updates
 trained; success a fraction), and a plot beside it (`--plot`): held-out success and the mean training
 score per iteration, one line per source, bars for the seed spread. `--replot` redraws both from the JSON.
+The JSON also keeps each held-out problem's 0/1 for the base and every run (`per_problem`), so runs of
+several invocations, sessions or machines can be paired later without their run folders
+(`combine_learning.py`, beside this file).
 
 Each run is a real `mappa train` in a subprocess (its own Ray and Prefect), inspectable afterwards with
 `mappa inspect RUN --root ROOT`; runs already finished under `--root` are reused (finished stages are
@@ -303,7 +306,24 @@ def set_report(args, runs: dict[tuple[str, int], str], iterations: int, base_run
     return {
         "summary": summary_rows(args, runs, iterations, base, ids),
         "lifts": lift_report(args, runs, iterations, base_run, ids),
+        "per_problem": per_problem_record(args, runs, iterations, base_run, ids),
     }
+
+
+def per_problem_record(
+    args, runs: dict[tuple[str, int], str], iterations: int, base_run: str, ids: list[str]
+):
+    """Each problem's 0/1 for the base and every run's last checkpoint, as strings of '0'/'1' in the order
+    of `ids`: what `combine_learning.py` pairs when runs of several invocations (or machines) are compared
+    after their run folders are gone."""
+    from lift_stats import as_bits
+
+    record: dict = {"ids": ids}
+    for column in ("correct_flexible", "correct_boxed"):
+        record[column] = {"base": as_bits(per_problem(args, base_run, -1, column, ids))}
+        for name in runs.values():
+            record[column][name] = as_bits(per_problem(args, name, iterations - 1, column, ids))
+    return record
 
 
 def mean_and_spread(values: list[float]) -> tuple[float, float]:
@@ -438,6 +458,7 @@ def main() -> int:
         "eval_sets": {name: len(set_ids) for name, set_ids in eval_sets.items()},
         "summary": reports[primary]["summary"],
         "lifts": reports[primary]["lifts"],
+        "per_problem": reports[primary]["per_problem"],
         "other_sets": {name: reports[name] for name in others},  # --also-eval: each file as the above
         "curves": curves,
         "run_sources": run_sources,

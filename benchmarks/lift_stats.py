@@ -69,6 +69,17 @@ def difference(one: np.ndarray, other: np.ndarray) -> dict:
     }
 
 
+def as_bits(values: np.ndarray) -> str:
+    """0/1 per problem as a string of '0'/'1' (how the benchmark's JSON keeps them)."""
+    return "".join("1" if value else "0" for value in np.asarray(values, dtype=float))
+
+
+def from_bits(bits: str) -> np.ndarray:
+    if set(bits) - {"0", "1"}:
+        raise ValueError(f"per-problem results must be a string of 0 and 1, got {bits[:20]!r}...")
+    return np.array([float(c) for c in bits])
+
+
 def _per_seed_intervals(differences: np.ndarray) -> list[list[float]]:
     """Each seed's own 95% interval over problems (seeds x problems in)."""
     return [list(bootstrap_interval(row[None, :])[1:]) for row in differences]

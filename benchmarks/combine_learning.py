@@ -1,0 +1,145 @@
+"""Lifts over several learning-benchmark results: runs trained by separate `learning.py` invocations (other
+seeds, other sources, another session) paired problem by problem, without their run folders.
+
+    python benchmarks/combine_learning.py A.json B.json [...] --out combined.json
+
+Each file is a `learning.py --out` JSON with per-problem results (`per_problem`, written since 2026-12-06).
+The files must describe the same experiment: the same config, iterations and `--set` overrides, the same
+held-out sets (problem ids) and the same base team's answers on them (greedy on the same weights: a base
+that differs means another model, precision or machine behaviour, and pairing would be wrong). A run
+(source, seed) found in two files must have the same answers in both. Then, per held-out set: each
+source's lift over the base, over its seeds, and each source against outcome-only on the seeds both have,
+with 95% paired bootstrap intervals over problems (`lift_stats.py`), printed and written as JSON.
+
+Not covered: files of older runs without `per_problem` (rerun their `learning.py` command over the same
+`--root`: finished runs are reused and the JSON is written anew).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # lift_stats and learning, beside this file
+from learning import print_lifts  # noqa: E402
+from lift_stats import difference, from_bits, lift  # noqa: E402
+
+COLUMNS = ("correct_flexible", "correct_boxed")
+SAME_EXPERIMENT = ("iterations", "set", "eval_data", "eval_problems")  # settings every file must share
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("results", nargs="+", help="learning.py JSON files")
+    parser.add_argument("--out", help="write the combined figures here (JSON)")
+    return parser.parse_args(argv)
+
+
+def held_out_sets(report: dict, path: str) -> dict[str, dict]:
+    """{set name: per_problem record} of one result file: its primary set, then each --also-eval file."""
+    if "per_problem" not in report:
+        raise SystemExit(
+            f"error: {path} has no per-problem results (written before they were kept): rerun its "
+            "learning.py command over the same --root (finished runs are reused) to write them"
+        )
+    primary = next(iter(report["eval_sets"]))
+    sets = {primary: report["per_problem"]}
+    sets.update({name: other["per_problem"] for name, other in report.get("other_sets", {}).items()})
+    return sets
+
+
+def experiment(report: dict) -> dict:
+    settings = report["settings"]
+    return {"config": Path(settings["config"]).name, **{key: settings.get(key) for key in SAME_EXPERIMENT}}
+
+
+def run_key(name: str, source: str) -> tuple[str, int]:
+    match = re.search(r"-s(\d+)$", name)
+    if match is None:
+        raise SystemExit(f"error: run {name!r} does not end in -s<seed> as learning.py names its runs")
+    return source, int(match.group(1))
+
+
+def combine(paths: list[str]) -> dict:
+    """{set: {"ids", column: {"base": bits, (source, seed): bits}}} over every file, checked to agree."""
+    combined: dict[str, dict] = {}
+    first_path, first = None, None
+    for path in paths:
+        report = json.loads(Path(path).read_text())
+        sets = held_out_sets(report, path)
+        if first is None:
+            first_path, first = path, experiment(report)
+        elif experiment(report) != first:
+            differs = [key for key, value in experiment(report).items() if first[key] != value]
+            raise SystemExit(
+                f"error: {path} and {first_path} were trained differently ({', '.join(differs)}): "
+                "their runs cannot be paired"
+            )
+        for name, record in sets.items():
+            into = combined.setdefault(name, {"ids": record["ids"], **{column: {} for column in COLUMNS}})
+            if record["ids"] != into["ids"]:
+                raise SystemExit(
+                    f"error: {path}: held-out set {name!r} has other problems than {first_path}'s"
+                )
+            for column in COLUMNS:
+                for run, bits in record[column].items():
+                    key = "base" if run == "base" else run_key(run, report["run_sources"][run])
+                    if key in into[column] and into[column][key] != bits:
+                        what = "the base team" if key == "base" else f"run {run}"
+                        raise SystemExit(
+                            f"error: {path}: {what} answered {name!r} differently than in an earlier file "
+                            f"({column}): not the same experiment, or not reproducible on this machine"
+                        )
+                    into[column][key] = bits
+    return combined
+
+
+def lifts_of(record: dict) -> dict:
+    """`learning.py`'s `lifts` for one held-out set of the combined runs."""
+    report: dict = {}
+    for column in COLUMNS:
+        runs = {key: from_bits(bits) for key, bits in record[column].items() if key != "base"}
+        base = from_bits(record[column]["base"])
+        sources = sorted({source for source, _ in runs}, key=lambda s: (s == "outcome", s))
+        by_source = {}
+        for source in sources:
+            seeds = sorted(seed for s, seed in runs if s == source)
+            by_source[source] = {
+                "seeds": seeds,
+                "vs_base": lift(base, np.array([runs[source, seed] for seed in seeds])),
+            }
+            shared = [seed for seed in seeds if ("outcome", seed) in runs]
+            if source != "outcome" and shared:
+                by_source[source]["vs_outcome"] = {
+                    "seeds": shared,
+                    **difference(
+                        np.array([runs[source, seed] for seed in shared]),
+                        np.array([runs["outcome", seed] for seed in shared]),
+                    ),
+                }
+        report[column] = by_source
+    return report
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    combined = combine(args.results)
+    figures = {name: lifts_of(record) for name, record in combined.items()}
+    for name, lifts in figures.items():
+        seeds = {source: f["seeds"] for source, f in lifts["correct_flexible"].items()}
+        print(f"\n{name}: {len(combined[name]['ids'])} problems, seeds {seeds}")
+        print_lifts(lifts, name)
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(json.dumps({"files": args.results, "lifts": figures}, indent=2))
+        print(f"\nwrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
