@@ -1,0 +1,72 @@
+"""A run's configuration: pydantic v2 models, loaded from YAML with dotted command-line overrides.
+
+Everything a run does is decided here and validated before any work starts: a typo, a value out of
+range or a missing data file is reported with the field's dotted path and how to fix it. Configs are
+frozen; a run never changes its config while it goes. Secrets (API keys, S3 credentials) are not config:
+they come from the environment (`coach.api_key_env` names the variable; S3's are AWS_*) and never enter
+YAML, artifacts or logs.
+
+Sections by what they decide: `training` (agents, algorithm, rollout, trainer, engine), `coach`,
+`operations` (sandbox, storage, checkpoints, cluster, retries, trackers), `run` (the whole run and its
+hash), `loading` (YAML, overrides, errors). Not covered here: what the fields mean at run time (see the
+module that reads each section).
+"""
+
+from mappa.config.coach import CoachConfig, CoachPhase
+from mappa.config.loading import (
+    apply_overrides,
+    dump_config,
+    format_validation_error,
+    load_config,
+    validate_config,
+)
+from mappa.config.operations import (
+    CheckpointConfig,
+    ClusterConfig,
+    MlflowConfig,
+    RetryConfig,
+    SandboxConfig,
+    StorageConfig,
+    TrackersConfig,
+    WandbConfig,
+)
+from mappa.config.run import OPERATIONAL_FIELDS, RunConfig
+from mappa.config.section import ConfigError, Section
+from mappa.config.training import (
+    AgentConfig,
+    AlgoConfig,
+    EngineConfig,
+    LoraConfig,
+    RolloutConfig,
+    TrainerConfig,
+    rollout_logprobs_are_trainers,
+)
+
+__all__ = [
+    "AgentConfig",
+    "AlgoConfig",
+    "CheckpointConfig",
+    "ClusterConfig",
+    "CoachConfig",
+    "CoachPhase",
+    "ConfigError",
+    "EngineConfig",
+    "LoraConfig",
+    "MlflowConfig",
+    "OPERATIONAL_FIELDS",
+    "RetryConfig",
+    "RolloutConfig",
+    "RunConfig",
+    "SandboxConfig",
+    "Section",
+    "StorageConfig",
+    "TrackersConfig",
+    "TrainerConfig",
+    "WandbConfig",
+    "apply_overrides",
+    "dump_config",
+    "format_validation_error",
+    "load_config",
+    "rollout_logprobs_are_trainers",
+    "validate_config",
+]

@@ -1,0 +1,122 @@
+"""The coach section: which coach scores every action 0-10, how it is asked, and its schedule of
+templates (read by `mappa.coach`)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from mappa.config.section import Section
+
+
+class CoachPhase(Section):
+    """One phase of `coach.schedule`: `template` scores the iterations before `until` (the last phase may
+    leave `until` out: every later iteration)."""
+
+    until: int | None = Field(None, ge=1)
+    template: str
+
+
+class CoachConfig(Section):
+    """The coach that scores every action 0-10 (`mappa.coach`)."""
+
+    type: Literal["local", "openai", "rubric", "outcome"] = "local"
+    """`local`: an engine of this project; `openai`: any OpenAI-compatible endpoint;
+    `rubric`: programmatic rules; `outcome`: the trajectory's success (10 or 0) for every action, the
+    outcome-only baseline."""
+    model: str = "smollm2"
+    """For `local`: a model spec as for agents; for `openai`: the model name the endpoint serves."""
+    base_url: str | None = None
+    """For `openai`: the endpoint, e.g. http://127.0.0.1:8000/v1 (the key comes from `api_key_env`)."""
+    api_key_env: str = "OPENAI_API_KEY"
+    """Name of the environment variable that holds the API key (never the key itself)."""
+    scoring: Literal["generate", "expected", "criteria"] = "generate"
+    """`generate`: the coach writes a rationale and `PROCESS_SCORE: x`; `expected` (local coach only): the
+    probability-weighted score from the coach model's score tokens, for small models that cannot follow
+    the answer format (`mappa.coach.expected`); `criteria` (local coach only): 10 x the mean P(Yes) over
+    the template's yes/no questions for the seat (`mappa.coach.criteria`)."""
+    template: str = "mathchat"
+    """Prompt template file under mappa/coach/templates/ (without .txt) or a path to a .txt file; when a
+    run config leaves it out, the env's own template (named like `env.type`)."""
+    use_ground_truth: bool = False
+    """Show the coach the reference answer; recorded in every score row."""
+    max_concurrency: int = Field(8, ge=1, le=256)
+    max_retries: int = Field(3, ge=0, le=10)
+    timeout_s: float = Field(60.0, gt=0)
+    temperature: float = Field(0.0, ge=0, le=2)
+    max_new_tokens: int = Field(160, ge=8, le=4096)
+    fallback_score: float = Field(5.0, ge=0, le=10)
+    """Score recorded (and marked `fallback`) when the coach's answer cannot be parsed after one re-ask.
+    Such an action gets no advantage (it stays out of the gradient), and a re-run asks the coach again."""
+    strip_reasoning: bool = True
+    """Remove reasoning blocks (`<think>...</think>`, an unclosed `<think>` to the end, everything before a
+    lone `</think>`) from the agent output the coach sees; the prompt says that it was removed."""
+    empty_action_score: float | None = Field(0.0, ge=0, le=10)
+    """LLM coaches (local, openai): an action with no usable output (blank, or nothing but reasoning, e.g.
+    cut at the token limit inside its `<think>` block) gets this score by rule, without a coach call
+    (parse_status `rule`, the rule named in the rationale); 0, as the rubric gives an empty solver.
+    None: ask the coach about it like any other action."""
+    schedule: list[CoachPhase] = Field(default_factory=list)
+    """Phase-aware coaching: the template by iteration, e.g. `[{until: 5, template: mathchat-reliability},
+    {template: mathchat}]` (iterations 0-4 with the first, then the second); empty: `template` throughout.
+    The template in force is recorded on every score row and in the score manifest."""
+
+    @field_validator("schedule")
+    @classmethod
+    def _phases_in_order(cls, schedule: list[CoachPhase]) -> list[CoachPhase]:
+        ends = [phase.until for phase in schedule]
+        if any(end is None for end in ends[:-1]):
+            raise ValueError("only the last phase of coach.schedule may leave out `until`")
+        bounded = [end for end in ends if end is not None]
+        if bounded != sorted(set(bounded)):
+            raise ValueError("the phases' `until` must increase: [{until: 5, ...}, {until: 10, ...}, {...}]")
+        return schedule
+
+    def for_iteration(self, iteration: int) -> CoachConfig:
+        """This coach as it scores iteration `iteration`: the template its schedule gives it there."""
+        for phase in self.schedule:
+            if phase.until is None or iteration < phase.until:
+                return self.model_copy(update={"template": phase.template})
+        return self
+
+    def templates(self) -> list[str]:
+        """Every template this coach may use."""
+        return list(dict.fromkeys([self.template, *(phase.template for phase in self.schedule)]))
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _names_a_variable(cls, name: str) -> str:
+        if not (name.isidentifier() and name.isascii()):  # a pasted key would be stored with the run
+            raise ValueError(
+                "must be the name of an environment variable (e.g. OPENAI_API_KEY) that holds the key, "
+                "not the key itself"
+            )
+        return name
+
+    @property
+    def reads_template(self) -> bool:
+        """An LLM coach (local or openai) renders a prompt template; the rubric and outcome coaches do not."""
+        return self.type in ("local", "openai")
+
+    @property
+    def calls_endpoint(self) -> bool:
+        """The coach is an OpenAI-compatible endpoint (`base_url`), to be reached before a run starts."""
+        return self.type == "openai"
+
+    @property
+    def runs_local_model(self) -> bool:
+        """The coach is a model the run loads on its own `coach` worker (memory, preparation)."""
+        return self.type == "local"
+
+    @model_validator(mode="after")
+    def _check_backend(self) -> CoachConfig:
+        if self.type == "openai" and not self.base_url:
+            raise ValueError("coach.type=openai needs coach.base_url (e.g. http://127.0.0.1:8000/v1)")
+        if self.scoring in ("expected", "criteria") and self.type != "local":
+            raise ValueError(
+                f"coach.scoring={self.scoring} needs coach.type=local (it reads the model's token "
+                f"probabilities)"
+            )
+
+        return self
