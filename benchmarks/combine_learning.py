@@ -5,11 +5,12 @@ seeds, other sources, another session) paired problem by problem, without their 
 
 Each file is a `learning.py --out` JSON with per-problem results (`per_problem`, written since 2026-12-06).
 The files must describe the same experiment: the same config, iterations and `--set` overrides, the same
-held-out sets (problem ids) and the same base team's answers on them (greedy on the same weights: a base
-that differs means another model, precision or machine behaviour, and pairing would be wrong). A run
-(source, seed) found in two files must have the same answers in both. Then, per held-out set: each
-source's lift over the base, over its seeds, and each source against outcome-only on the seeds both have,
-with 95% paired bootstrap intervals over problems (`lift_stats.py`), printed and written as JSON.
+precision (bf16 autocast or fp32, as resolved on each machine), the same held-out sets (problem ids) and
+the same base team's answers on them (greedy on the same weights: a base that differs means another
+model, precision or machine behaviour, and pairing would be wrong). A run (source, seed) found in two
+files must have the same answers in both. Then, per held-out set: each source's lift over the base, over
+its seeds, and each source against outcome-only on the seeds both have, with 95% paired bootstrap
+intervals over problems (`lift_stats.py`), printed and written as JSON.
 
 Not covered: files of older runs without `per_problem` (rerun their `learning.py` command over the same
 `--root`: finished runs are reused and the JSON is written anew).
@@ -54,8 +55,14 @@ def held_out_sets(report: dict, path: str) -> dict[str, dict]:
 
 
 def experiment(report: dict) -> dict:
+    """What must agree for runs of two files to be paired: the config, its settings and the precision
+    the runs resolved on their machine (bf16 or fp32)."""
     settings = report["settings"]
-    return {"config": Path(settings["config"]).name, **{key: settings.get(key) for key in SAME_EXPERIMENT}}
+    return {
+        "config": Path(settings["config"]).name,
+        **{key: settings.get(key) for key in SAME_EXPERIMENT},
+        "precision": report.get("precision"),
+    }
 
 
 def run_key(name: str, source: str) -> tuple[str, int]:

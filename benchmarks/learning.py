@@ -37,6 +37,7 @@ against the base (`lift_stats.py`, beside this file). Not covered: other envs.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -326,6 +327,42 @@ def per_problem_record(
     return record
 
 
+def machine() -> dict:
+    """The machine the figures come from: its cores and CPU, torch, and whether the CPU computes bf16
+    natively (where the configs' `bf16_autocast: auto` turns bf16 on, and the numbers change with it)."""
+    import platform
+
+    import torch
+
+    from mappa.inference.precision import cpu_has_native_bf16
+
+    cpu = platform.processor()
+    with contextlib.suppress(OSError):
+        names = [
+            line for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("model name")
+        ]
+        cpu = names[0].split(":", 1)[1].strip() if names else cpu
+    return {
+        "cores": os.cpu_count(),
+        "cpu": cpu,
+        "native_bf16": cpu_has_native_bf16(),
+        "torch": torch.__version__,
+    }
+
+
+def precision(config_path: str, overrides: list[str]) -> dict:
+    """Whether the runs trained and generated (agents and a local coach) under bf16 autocast, resolved on
+    this machine: runs of another precision are another experiment (`combine_learning.py` refuses them)."""
+    from mappa.config import load_config
+    from mappa.inference.precision import resolve_bf16
+
+    config = load_config(config_path, overrides)
+    return {
+        "trainer_bf16": resolve_bf16(config.trainer.bf16_autocast),
+        "engine_bf16": resolve_bf16(config.engine.bf16_autocast),
+    }
+
+
 def mean_and_spread(values: list[float]) -> tuple[float, float]:
     """The mean over seeds and the half-range (the error bar)."""
     return statistics.fmean(values), (max(values) - min(values)) / 2
@@ -452,7 +489,8 @@ def main() -> int:
     report = {
         "benchmark": "learning",
         "date": time.strftime("%Y-%m-%d"),
-        "machine": {"cores": os.cpu_count()},
+        "machine": machine(),
+        "precision": precision(args.config, common),
         "settings": settings,
         "splits": splits,
         "eval_sets": {name: len(set_ids) for name, set_ids in eval_sets.items()},

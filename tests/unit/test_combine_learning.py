@@ -61,6 +61,9 @@ def test_files_of_different_experiments_or_bases_are_refused(tmp_path):
     longer = _result(tmp_path / "longer.json", {"learning-outcome-s0": "0011"}, iterations=4)
     with pytest.raises(SystemExit, match=r"trained differently \(iterations\)"):
         main([llm, longer])
+    bf16 = _result(tmp_path / "bf16.json", {"learning-outcome-s0": "0011"}, precision={"trainer_bf16": True})
+    with pytest.raises(SystemExit, match=r"trained differently \(precision\)"):
+        main([llm, bf16])
     other_base = _result(tmp_path / "other.json", {"learning-outcome-s0": "0011"}, base="0111")
     with pytest.raises(SystemExit, match="the base team answered 'heldout' differently"):
         main([llm, other_base])
