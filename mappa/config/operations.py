@@ -1,5 +1,6 @@
-"""How a run is executed rather than what it computes: the sandbox's limits, where artifacts go and how
-many checkpoints stay, the Ray cluster, stage retries and the trackers."""
+"""The run's machinery: the sandbox's limits for model-written code, where artifacts go and how many
+checkpoints stay, the Ray cluster, stage retries and the trackers (all but the sandbox are left out of the
+config hash: `run.OPERATIONAL_FIELDS`)."""
 
 from __future__ import annotations
 
