@@ -37,7 +37,6 @@ against the base (`lift_stats.py`, beside this file). Not covered: other envs.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import statistics
@@ -48,7 +47,8 @@ from pathlib import Path
 
 from mappa.stages import completed_iterations
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # lift_stats, beside this file
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # lift_stats, comparison: beside this file
+from comparison import machine_info  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 SOURCES = {
@@ -327,29 +327,6 @@ def per_problem_record(
     return record
 
 
-def machine() -> dict:
-    """The machine the figures come from: its cores and CPU, torch, and whether the CPU computes bf16
-    natively (where the configs' `bf16_autocast: auto` turns bf16 on, and the numbers change with it)."""
-    import platform
-
-    import torch
-
-    from mappa.inference.precision import cpu_has_native_bf16
-
-    cpu = platform.processor()
-    with contextlib.suppress(OSError):
-        names = [
-            line for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("model name")
-        ]
-        cpu = names[0].split(":", 1)[1].strip() if names else cpu
-    return {
-        "cores": os.cpu_count(),
-        "cpu": cpu,
-        "native_bf16": cpu_has_native_bf16(),
-        "torch": torch.__version__,
-    }
-
-
 def precision(config_path: str, overrides: list[str]) -> dict:
     """Whether the runs trained and generated (agents and a local coach) under bf16 autocast, resolved on
     this machine: runs of another precision are another experiment (`combine_learning.py` refuses them)."""
@@ -489,7 +466,7 @@ def main() -> int:
     report = {
         "benchmark": "learning",
         "date": time.strftime("%Y-%m-%d"),
-        "machine": machine(),
+        "machine": machine_info(threads=os.cpu_count()),  # each worker: cluster.torch_threads, the cores
         "precision": precision(args.config, common),
         "settings": settings,
         "splits": splits,
