@@ -1,5 +1,6 @@
 """Where a run's workers go on a Ray cluster: the Ray resources each asks for (`cluster.placement`), and the
-check, before any worker is asked for, that the cluster's alive nodes can give them.
+check, before any worker is asked for, that the cluster's alive nodes can give them (what each worker asks
+for: `ClusterConfig.resources_of`).
 
 Ray leaves an actor that no node can host pending for ever; mappa refuses it at once instead, naming the
 seat, what it asks for and what each node offers. Not covered: GPU and CPU amounts (`cluster.num_gpus`,
@@ -19,15 +20,6 @@ class PlacementError(RuntimeError):
     """No alive node of the cluster has what a worker's placement asks for."""
 
 
-def resources_of(config: RunConfig, name: str) -> dict[str, float]:
-    """The Ray resources worker `name` asks for: its seat's `cluster.placement`; a coach worker (`coach`,
-    or a re-scoring's `coach-<name>`) takes `coach`'s."""
-    placement = config.cluster.placement
-    if name in placement:
-        return dict(placement[name])
-    return dict(placement.get("coach", {})) if name.startswith("coach") else {}
-
-
 def offered_resources(node: dict[str, Any]) -> dict[str, float]:
     """A node's own resources, without Ray's per-node `node:<ip>` markers and memory figures."""
     return {
@@ -40,7 +32,7 @@ def offered_resources(node: dict[str, Any]) -> dict[str, float]:
 def check_placement(config: RunConfig, names: list[str], ranks: dict[str, int] | None = None) -> None:
     """Raise PlacementError unless every worker in `names` (with `ranks[name]` actors each) fits on an
     alive node, and together they fit the cluster's totals."""
-    wanted = {name: resources_of(config, name) for name in names}
+    wanted = {name: config.cluster.resources_of(name) for name in names}
     if not any(wanted.values()):
         return
     alive = [node for node in ray.nodes() if node["Alive"]]  # (two nodes may share an address)

@@ -28,7 +28,7 @@ import ray
 
 from mappa.cluster.handles import WorkerHandle
 from mappa.cluster.model_worker import ModelWorker
-from mappa.cluster.placement import check_placement, resources_of
+from mappa.cluster.placement import check_placement
 from mappa.cluster.rank_group import CPU_SHARE, RankGroup, in_bundle, process_group_env, rank_placement
 from mappa.cluster.seat_host import HOST, HostedSeat, SeatHost, colocated
 from mappa.cluster.shared_engine import SHARED_ENGINE, shared_engine
@@ -90,7 +90,7 @@ def _worker(
     options = dict(
         get_if_exists=True, lifetime="detached", max_concurrency=1, num_gpus=config.cluster.num_gpus
     )
-    resources = resources_of(config, name)
+    resources = config.cluster.resources_of(name)
     if ranks == 1:
         shared = None
         if config.engine.shared and vllm:
@@ -172,7 +172,7 @@ def _hosted_seats(run: Run, seats: dict[str, tuple]) -> dict[str, WorkerHandle]:
     """Every seat's worker in the run's one `SeatHost` actor (created once, found again by name); each seat
     loads there unless it already has."""
     config = run.config
-    resources = resources_of(config, next(iter(seats)))
+    resources = config.cluster.resources_of(next(iter(seats)))
     host = (
         ray.remote(SeatHost)
         .options(

@@ -29,7 +29,7 @@ HOST = "seats"  # the host actor is `mappa-<run id>-seats`
 def colocated(config: RunConfig) -> bool:
     """Whether the run's agent workers share one `SeatHost` (see the module's docstring)."""
     cluster = config.cluster
-    placements = {tuple(sorted(cluster.placement.get(seat, {}).items())) for seat in config.agents}
+    placements = {tuple(sorted(cluster.resources_of(seat).items())) for seat in config.agents}
     return (
         cluster.colocate_seats
         and not cluster.num_gpus

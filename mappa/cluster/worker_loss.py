@@ -17,7 +17,7 @@ from typing import Any
 import ray
 from ray.exceptions import RayActorError
 
-from mappa.cluster.placement import offered_resources, resources_of
+from mappa.cluster.placement import offered_resources
 from mappa.cluster.seat_host import HOST
 from mappa.config import RunConfig
 
@@ -96,7 +96,7 @@ def worker_lost_error(exc: BaseException, config: RunConfig | None = None) -> Wo
     else:
         offered = offered_resources(node)
         placed_as = next(iter(config.agents)) if config and seat == HOST else seat  # hosted: one placement
-        asked = resources_of(config, placed_as) if config else {}
+        asked = config.cluster.resources_of(placed_as) if config else {}
         placed = f", resources {offered}" if offered else ""
         placed += f", placed there by cluster.placement: {asked}" if asked else ""
         where = f"node {node['NodeManagerAddress']} ({node_id[:12]}{placed})"

@@ -88,6 +88,13 @@ class ClusterConfig(Section):
                 raise ValueError(f"cluster.placement.{seat} asks for {bad}: every amount must be > 0")
         return placement
 
+    def resources_of(self, name: str) -> dict[str, float]:
+        """The Ray resources worker `name` asks for: its seat's `placement`; a coach worker (`coach`, or a
+        re-scoring's `coach-<name>`) takes `coach`'s."""
+        if name in self.placement:
+            return dict(self.placement[name])
+        return dict(self.placement.get("coach", {})) if name.startswith("coach") else {}
+
 
 class RetryConfig(Section):
     """Prefect task retries per stage, with exponential backoff: attempt k waits `delay_s * 2**k` seconds.

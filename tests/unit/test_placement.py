@@ -5,7 +5,7 @@ placement no alive node can give (Ray would leave the worker pending for ever). 
 import pytest
 
 from mappa.cluster import placement
-from mappa.cluster.placement import PlacementError, check_placement, resources_of
+from mappa.cluster.placement import PlacementError, check_placement
 from mappa.cluster.worker_loss import _seat
 from mappa.config import ConfigError, validate_config
 
@@ -34,9 +34,9 @@ def test_placement_names_seats_and_positive_amounts():
 
 def test_resources_of_a_seat_and_of_the_coach():
     settings = config(solver={"node_b": 1}, coach={"gpu_box": 1})
-    assert resources_of(settings, "solver") == {"node_b": 1}
-    assert resources_of(settings, "executor") == {}
-    assert resources_of(settings, "coach-judge") == {"gpu_box": 1}  # a re-scoring's coach
+    assert settings.cluster.resources_of("solver") == {"node_b": 1}
+    assert settings.cluster.resources_of("executor") == {}
+    assert settings.cluster.resources_of("coach-judge") == {"gpu_box": 1}  # a re-scoring's coach
 
 
 def test_a_resource_no_alive_node_has_is_refused_naming_what_each_node_offers(monkeypatch):
