@@ -24,13 +24,10 @@ import re
 import sys
 from pathlib import Path
 
-import numpy as np
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # lift_stats and learning, beside this file
-from learning import print_lifts  # noqa: E402
-from lift_stats import difference, from_bits, lift  # noqa: E402
+from learning import COLUMNS, print_lifts  # noqa: E402
+from lift_stats import from_bits, lifts_by_source  # noqa: E402
 
-COLUMNS = ("correct_flexible", "correct_boxed")
 SAME_EXPERIMENT = ("iterations", "set", "eval_data", "eval_problems")  # settings every file must share
 
 
@@ -108,29 +105,13 @@ def combine(paths: list[str]) -> dict:
 
 def lifts_of(record: dict) -> dict:
     """`learning.py`'s `lifts` for one held-out set of the combined runs."""
-    report: dict = {}
-    for column in COLUMNS:
-        runs = {key: from_bits(bits) for key, bits in record[column].items() if key != "base"}
-        base = from_bits(record[column]["base"])
-        sources = sorted({source for source, _ in runs}, key=lambda s: (s == "outcome", s))
-        by_source = {}
-        for source in sources:
-            seeds = sorted(seed for s, seed in runs if s == source)
-            by_source[source] = {
-                "seeds": seeds,
-                "vs_base": lift(base, np.array([runs[source, seed] for seed in seeds])),
-            }
-            shared = [seed for seed in seeds if ("outcome", seed) in runs]
-            if source != "outcome" and shared:
-                by_source[source]["vs_outcome"] = {
-                    "seeds": shared,
-                    **difference(
-                        np.array([runs[source, seed] for seed in shared]),
-                        np.array([runs["outcome", seed] for seed in shared]),
-                    ),
-                }
-        report[column] = by_source
-    return report
+    return {
+        column: lifts_by_source(
+            from_bits(record[column]["base"]),
+            {key: from_bits(bits) for key, bits in record[column].items() if key != "base"},
+        )
+        for column in COLUMNS
+    }
 
 
 def main(argv: list[str] | None = None) -> int:

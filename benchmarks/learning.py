@@ -63,6 +63,7 @@ SOURCES = {
     "outcome": ["coach.type=outcome"],
     "rubric-nogt": ["coach.type=rubric", "coach.use_ground_truth=false"],
 }
+COLUMNS = ("correct_flexible", "correct_boxed")  # an evaluation's strict and flexible success per problem
 DEFAULT_SOURCES = ["llm", "outcome"]  # the AI coach against outcome-only; `rubric` on request
 
 
@@ -234,39 +235,16 @@ def training_curves(args: argparse.Namespace, run_name: str) -> dict:
     return {"agents": agents, "train_success": success, "stage_s": stage_s}
 
 
-def per_problem(args: argparse.Namespace, run_name: str, iteration: int, column: str, ids: list[str]):
-    """0/1 per problem of `ids` (in that order) of checkpoint `iteration` (-1: base)."""
+def per_problem(args: argparse.Namespace, run_name: str, iteration: int, ids: list[str]) -> dict:
+    """{column: 0/1 per problem of `ids` (in that order)} of checkpoint `iteration` (-1: base), strict and
+    flexible, from one read of its evaluation."""
     from mappa.stages.evaluate import evaluation_parts
     from mappa.storage.run import Run
 
     run = Run.open(args.root, run_name)
     results = run.store.read_parquet(*evaluation_parts(run, iteration, "results.parquet"))
-    return results.set_index("problem_id")[column].astype(float).loc[ids].to_numpy()
-
-
-def lift_report(
-    args, runs: dict[tuple[str, int], str], iterations: int, base_run: str, ids: list[str]
-) -> dict:
-    """Per source, on the problems `ids`: the lift over the base and, for every other source, the paired
-    difference to outcome-only, each with its 95% bootstrap interval over problems (`lift_stats`)."""
-    import numpy as np
-    from lift_stats import difference, lift
-
-    report: dict = {}
-    for column in ("correct_flexible", "correct_boxed"):
-        base = per_problem(args, base_run, -1, column, ids)
-        after = {
-            source: np.array([per_problem(args, runs[source, seed], iterations - 1, column, ids)
-                              for seed in args.seeds])
-            for source in args.sources
-        }  # fmt: skip
-        by_source = {source: {"vs_base": lift(base, values)} for source, values in after.items()}
-        if "outcome" in after:
-            for source in after:
-                if source != "outcome":
-                    by_source[source]["vs_outcome"] = difference(after[source], after["outcome"])
-        report[column] = by_source
-    return report
+    results = results.set_index("problem_id").loc[ids]
+    return {column: results[column].astype(float).to_numpy() for column in COLUMNS}
 
 
 def print_lifts(lifts: dict, name: str = "held-out") -> None:
@@ -303,28 +281,27 @@ def summary_rows(args, runs: dict[tuple[str, int], str], iterations: int, base: 
 
 def set_report(args, runs: dict[tuple[str, int], str], iterations: int, base_run: str, ids: list[str]):
     """One held-out set's `summary` rows and `lifts` (over the base and outcome-only) on problems `ids`."""
-    base = evaluation(args, base_run, -1, ids)
+    from lift_stats import as_bits, lifts_by_source
+
+    base = per_problem(args, base_run, -1, ids)
+    after = {key: per_problem(args, name, iterations - 1, ids) for key, name in runs.items()}
+    # per_problem: each problem's 0/1 as '0'/'1' strings, what `combine_learning.py` pairs when runs of
+    # several invocations (or machines) are compared after their run folders are gone
     return {
-        "summary": summary_rows(args, runs, iterations, base, ids),
-        "lifts": lift_report(args, runs, iterations, base_run, ids),
-        "per_problem": per_problem_record(args, runs, iterations, base_run, ids),
+        "summary": summary_rows(args, runs, iterations, evaluation(args, base_run, -1, ids), ids),
+        "lifts": {
+            column: lifts_by_source(base[column], {key: values[column] for key, values in after.items()})
+            for column in COLUMNS
+        },
+        "per_problem": {
+            "ids": ids,
+            **{
+                column: {"base": as_bits(base[column])}
+                | {runs[key]: as_bits(values[column]) for key, values in after.items()}
+                for column in COLUMNS
+            },
+        },
     }
-
-
-def per_problem_record(
-    args, runs: dict[tuple[str, int], str], iterations: int, base_run: str, ids: list[str]
-):
-    """Each problem's 0/1 for the base and every run's last checkpoint, as strings of '0'/'1' in the order
-    of `ids`: what `combine_learning.py` pairs when runs of several invocations (or machines) are compared
-    after their run folders are gone."""
-    from lift_stats import as_bits
-
-    record: dict = {"ids": ids}
-    for column in ("correct_flexible", "correct_boxed"):
-        record[column] = {"base": as_bits(per_problem(args, base_run, -1, column, ids))}
-        for name in runs.values():
-            record[column][name] = as_bits(per_problem(args, name, iterations - 1, column, ids))
-    return record
 
 
 def precision(config_path: str, overrides: list[str]) -> dict:

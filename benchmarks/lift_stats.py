@@ -69,6 +69,23 @@ def difference(one: np.ndarray, other: np.ndarray) -> dict:
     }
 
 
+def lifts_by_source(base: np.ndarray, runs: dict[tuple[str, int], np.ndarray]) -> dict:
+    """Per source of `runs` ({(source, seed): 0/1 per problem}; in order of first appearance, outcome-only
+    last): its seeds, its lift over `base` and, for every other source, the paired difference to
+    outcome-only on the seeds both have."""
+    sources = sorted(dict.fromkeys(source for source, _ in runs), key=lambda source: source == "outcome")
+    report: dict = {}
+    for source in sources:
+        seeds = sorted(seed for s, seed in runs if s == source)
+        report[source] = {"seeds": seeds, "vs_base": lift(base, np.array([runs[source, s] for s in seeds]))}
+        shared = [seed for seed in seeds if ("outcome", seed) in runs]
+        if source != "outcome" and shared:
+            one = np.array([runs[source, seed] for seed in shared])
+            other = np.array([runs["outcome", seed] for seed in shared])
+            report[source]["vs_outcome"] = {"seeds": shared, **difference(one, other)}
+    return report
+
+
 def as_bits(values: np.ndarray) -> str:
     """0/1 per problem as a string of '0'/'1' (how the benchmark's JSON keeps them)."""
     return "".join("1" if value else "0" for value in np.asarray(values, dtype=float))

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-from lift_stats import bootstrap_interval, difference, lift  # noqa: E402
+from lift_stats import bootstrap_interval, difference, lift, lifts_by_source  # noqa: E402
 
 
 def test_lift_counts_gains_and_losses_per_seed_and_averages_over_seeds():
@@ -38,3 +38,18 @@ def test_two_sources_are_compared_paired_by_seed_and_problem():
     assert len(result["per_seed_ci95"]) == 2
     with pytest.raises(ValueError, match="same seeds and problems"):
         difference(one, other[:1])
+
+
+def test_lifts_by_source_pair_each_source_with_outcome_only_on_the_seeds_both_have():
+    base = np.array([0, 0, 1, 1])
+    runs = {
+        ("outcome", 0): np.array([1, 0, 1, 1]),
+        ("llm", 1): np.array([1, 1, 1, 1]),
+        ("llm", 0): np.array([1, 1, 1, 0]),
+    }
+    report = lifts_by_source(base, runs)
+    assert list(report) == ["llm", "outcome"]  # outcome-only last
+    assert report["llm"]["seeds"] == [0, 1] and report["llm"]["vs_base"]["per_seed"] == [0.25, 0.5]
+    against = report["llm"]["vs_outcome"]  # seed 0 only: 1110 against 1011
+    assert against["seeds"] == [0] and against["mean"] == pytest.approx(0.0)
+    assert "vs_outcome" not in report["outcome"]
