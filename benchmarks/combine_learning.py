@@ -25,7 +25,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # lift_stats and learning, beside this file
-from learning import COLUMNS, print_lifts  # noqa: E402
+from learning import COLUMNS, held_out_sets, print_lifts  # noqa: E402
 from lift_stats import from_bits, lifts_by_source  # noqa: E402
 
 SAME_EXPERIMENT = ("iterations", "set", "eval_data", "eval_problems")  # settings every file must share
@@ -38,17 +38,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def held_out_sets(report: dict, path: str) -> dict[str, dict]:
+def per_problem_sets(report: dict, path: str) -> dict[str, dict]:
     """{set name: per_problem record} of one result file: its primary set, then each --also-eval file."""
     if "per_problem" not in report:
         raise SystemExit(
             f"error: {path} has no per-problem results (written before they were kept): rerun its "
             "learning.py command over the same --root (finished runs are reused) to write them"
         )
-    primary = next(iter(report["eval_sets"]))
-    sets = {primary: report["per_problem"]}
-    sets.update({name: other["per_problem"] for name, other in report.get("other_sets", {}).items()})
-    return sets
+    return held_out_sets(report, "per_problem")
 
 
 def experiment(report: dict) -> dict:
@@ -75,7 +72,7 @@ def combine(paths: list[str]) -> dict:
     first_path, first = None, None
     for path in paths:
         report = json.loads(Path(path).read_text())
-        sets = held_out_sets(report, path)
+        sets = per_problem_sets(report, path)
         if first is None:
             first_path, first = path, experiment(report)
         elif experiment(report) != first:

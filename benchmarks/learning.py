@@ -399,6 +399,13 @@ def plot_title(settings: dict) -> str:
     )
 
 
+def held_out_sets(report: dict, part: str) -> dict:
+    """{set name: `part` of it} of a report: its primary held-out set first, then each --also-eval file."""
+    sets = {next(iter(report["eval_sets"])): report[part]}
+    sets.update({name: other[part] for name, other in report.get("other_sets", {}).items()})
+    return sets
+
+
 def replot(args: argparse.Namespace) -> int:
     report = json.loads(Path(args.out).read_text())
     print_table(report["summary"], report["curves"])

@@ -15,7 +15,11 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # learning, beside this file
+from learning import held_out_sets  # noqa: E402
 
 KEY = "heldout_success_flexible"  # the team's answer as the env grades it (the verifier's last number)
 
@@ -34,10 +38,7 @@ def collect(paths: list[str]) -> tuple[dict[str, float], dict[str, dict[str, dic
     after: dict[str, dict[str, dict[int, float]]] = {}
     for path in paths:
         report = json.loads(Path(path).read_text())
-        primary = next(iter(report["eval_sets"]))
-        sets = {primary: report["summary"]}
-        sets.update({name: other["summary"] for name, other in report.get("other_sets", {}).items()})
-        for name, rows in sets.items():
+        for name, rows in held_out_sets(report, "summary").items():
             last = max(row["iteration"] for row in rows)
             for row in rows:
                 if row["iteration"] == 0:
