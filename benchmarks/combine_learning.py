@@ -10,7 +10,7 @@ the same base team's answers on them (greedy on the same weights: a base that di
 model, precision or machine behaviour, and pairing would be wrong). A run (source, seed) found in two
 files must have the same answers in both. Then, per held-out set: each source's lift over the base, over
 its seeds, and each source against outcome-only on the seeds both have, with 95% paired bootstrap
-intervals over problems (`lift_stats.py`), printed and written as JSON.
+intervals over problems (`mappa.core.lift_stats`), printed and written as JSON.
 
 Not covered: files of older runs without `per_problem` (rerun their `learning.py` command over the same
 `--root`: finished runs are reused and the JSON is written anew).
@@ -24,9 +24,10 @@ import re
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # lift_stats and learning, beside this file
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # learning, beside this file
 from learning import COLUMNS, held_out_sets, print_lifts  # noqa: E402
-from lift_stats import from_bits, lifts_by_source  # noqa: E402
+
+from mappa.core.lift_stats import from_bits, lifts_by_source  # noqa: E402
 
 SAME_EXPERIMENT = ("iterations", "set", "eval_data", "eval_problems")  # settings every file must share
 

@@ -31,7 +31,7 @@ evaluation problems share none with the training split and that every source's m
 
 Default size, and its time on this 2-core CPU machine: see BENCHMARKS.md ("Does it learn?").
 Each lift comes with a 95% paired bootstrap interval over problems and the problems gained and lost
-against the base (`lift_stats.py`, beside this file). Not covered: other envs.
+against the base (`mappa.core.lift_stats`). Not covered: other envs.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ from pathlib import Path
 
 from mappa.stages import completed_iterations
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # lift_stats, comparison: beside this file
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # comparison: beside this file
 from comparison import machine_info  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -281,7 +281,7 @@ def summary_rows(args, runs: dict[tuple[str, int], str], iterations: int, base: 
 
 def set_report(args, runs: dict[tuple[str, int], str], iterations: int, base_run: str, ids: list[str]):
     """One held-out set's `summary` rows and `lifts` (over the base and outcome-only) on problems `ids`."""
-    from lift_stats import as_bits, lifts_by_source
+    from mappa.core.lift_stats import as_bits, lifts_by_source
 
     base = per_problem(args, base_run, -1, ids)
     after = {key: per_problem(args, name, iterations - 1, ids) for key, name in runs.items()}

@@ -31,7 +31,7 @@ generator's wording), not a problem: it is not counted as overlap."""
 _NUMBERING = re.compile(
     r"^\s*(?:(?:problem|question|exercise|q)\s*#?\s*\d+\s*[.):-]?|#?\d+\s*[.):]|\(?[a-z]\))\s+", re.I
 )
-_WORD = re.compile(r"[a-z0-9]+")
+_WORD = re.compile(r"[a-z0-9]+|[-+*/×÷=]")  # operators count: "15 - 9" is not "15 + 9"
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 from combine_learning import main  # noqa: E402
-from lift_stats import as_bits, from_bits  # noqa: E402
+
+from mappa.core.lift_stats import as_bits, from_bits  # noqa: E402
 
 IDS = ["p0", "p1", "p2", "p3"]
 BASE = "0011"

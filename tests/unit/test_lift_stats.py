@@ -1,13 +1,10 @@
-"""The learning benchmark's statistics (`benchmarks/lift_stats.py`) on hand-computed cases."""
+"""The statistics of a held-out lift (`mappa.core.lift_stats`) on hand-computed cases."""
 
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-from lift_stats import (  # noqa: E402
+from mappa.core.lift_stats import (
     bootstrap_interval,
     difference,
     lift,

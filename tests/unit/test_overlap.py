@@ -8,6 +8,7 @@ import pytest
 
 from mappa.cli import main
 from mappa.config import load_config
+from mappa.core.types import Problem
 from mappa.envs.overlap import find_overlap
 from mappa.envs.registry import load_env_problems
 from mappa.stages.evaluate import held_out_problems
@@ -74,3 +75,10 @@ def test_mappa_train_reports_the_overlap_before_it_starts_or_stops(sources, tmp_
         "3 of 4 held-out problems" in out and "eval-1 ~ train-2 (exact)" in out and "env.overlap=drop" in out
     )
     assert not (tmp_path / "r").exists()  # nothing was started or written
+
+
+def test_arithmetic_operators_are_part_of_the_text():
+    # "What is 15 - 9?" is not "What is 15 + 9?": without its operator the normalised text would be equal
+    train = [Problem("t", "What is 15 + 9?", "24")]
+    assert find_overlap(train, [Problem("e", "What is 15 - 9?", "6")]) == []
+    assert len(find_overlap(train, [Problem("e", "what is 15+9 ?", "24")])) == 1

@@ -1,5 +1,5 @@
 """How sure is a held-out lift? Paired bootstrap intervals over problems, the spread over seeds, and the
-problems gained and lost, for `benchmarks/learning.py`.
+problems gained and lost: for `benchmarks/learning.py` and `mappa inspect RUN --evaluations`.
 
 Inputs are per-problem correctness (1/0) on one fixed list of held-out problems: the base team's (greedy,
 the same for every seed) and each trained run's. For a source trained with seeds s = 1..S:
