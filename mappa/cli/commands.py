@@ -143,7 +143,7 @@ def failed(exc: Exception, args: argparse.Namespace, log: RunLog, run_id: str, r
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
-    from mappa.config import apply_overrides, validate_config
+    from mappa.config import override_config
     from mappa.preflight import check_before_run
     from mappa.storage.run import Run
 
@@ -151,7 +151,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
     if args.iterations:
         overrides.append(f"iterations={args.iterations}")
     run = Run.open(args.root, args.run_id)  # a run that does not exist is refused before Prefect starts
-    config = validate_config(apply_overrides(run.config.model_dump(mode="json"), overrides))
+    config = override_config(run.config, overrides, run.store.url(args.run_id, "config.yaml"))
     check_before_run(config, args.run_id, say=note)
     run.check_unlocked()
     from mappa.flows.train import train

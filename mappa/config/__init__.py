@@ -8,16 +8,18 @@ YAML, artifacts or logs.
 
 Sections by what they decide: `training` (agents, algorithm, rollout, trainer, engine), `coach`,
 `operations` (sandbox, storage, checkpoints, cluster, retries, trackers), `run` (the whole run and its
-hash), `loading` (YAML, overrides, errors). Not covered here: what the fields mean at run time (see the
-module that reads each section).
+hash), `loading` (YAML, overrides), `origins` (whether a setting came from the file or `--set`), `errors`
+(how a problem reads). Not covered here: what the fields mean at run time (see the module that reads each
+section).
 """
 
 from mappa.config.coach import CoachConfig, CoachPhase
+from mappa.config.errors import format_validation_error
 from mappa.config.loading import (
     apply_overrides,
     dump_config,
-    format_validation_error,
     load_config,
+    override_config,
     validate_config,
 )
 from mappa.config.operations import (
@@ -30,6 +32,7 @@ from mappa.config.operations import (
     TrackersConfig,
     WandbConfig,
 )
+from mappa.config.origins import Origins
 from mappa.config.run import OPERATIONAL_FIELDS, RunConfig
 from mappa.config.section import ConfigError, Section
 from mappa.config.training import (
@@ -54,6 +57,7 @@ __all__ = [
     "LoraConfig",
     "MlflowConfig",
     "OPERATIONAL_FIELDS",
+    "Origins",
     "RetryConfig",
     "RolloutConfig",
     "RunConfig",
@@ -67,6 +71,7 @@ __all__ = [
     "dump_config",
     "format_validation_error",
     "load_config",
+    "override_config",
     "rollout_logprobs_are_trainers",
     "validate_config",
 ]

@@ -3,11 +3,19 @@ templates (read by `mappa.coach`)."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
+from mappa.config.origins import Origins, origins_in
 from mappa.config.section import Section
+
+TYPE_BOUND: dict[tuple[str, str], tuple[tuple[str, ...], str]] = {
+    ("scoring", "expected"): (("local",), "it reads the coach model's token probabilities"),
+    ("scoring", "criteria"): (("local",), "it reads the coach model's token probabilities"),
+}
+"""Coach settings only some coach types can use: (field, value) -> (those types, why). See
+`CoachConfig.type` for what happens to one the coach's type cannot use."""
 
 
 class CoachPhase(Section):
@@ -24,7 +32,13 @@ class CoachConfig(Section):
     type: Literal["local", "openai", "rubric", "outcome"] = "local"
     """`local`: an engine of this project; `openai`: any OpenAI-compatible endpoint;
     `rubric`: programmatic rules; `outcome`: the trajectory's success (10 or 0) for every action, the
-    outcome-only baseline."""
+    outcome-only baseline.
+
+    Switching types (`--set coach.type=outcome` on a config written for a local coach): a setting that
+    this type cannot use (`TYPE_BOUND`: `scoring: expected` or `criteria`, local only) is reset to its
+    default when it came from the config file (or the stored run's config, for `mappa rescore`), and is an
+    error naming `--set` and the fix when written with `--set`. Settings this type merely ignores (`model`,
+    `base_url`, `template` for the outcome coach) are kept as written, so no existing run's hash changes."""
     model: str = "smollm2"
     """For `local`: a model spec as for agents; for `openai`: the model name the endpoint serves."""
     base_url: str | None = None
@@ -35,7 +49,8 @@ class CoachConfig(Section):
     """`generate`: the coach writes a rationale and `PROCESS_SCORE: x`; `expected` (local coach only): the
     probability-weighted score from the coach model's score tokens, for small models that cannot follow
     the answer format (`mappa.coach.expected`); `criteria` (local coach only): 10 x the mean P(Yes) over
-    the template's yes/no questions for the seat (`mappa.coach.criteria`)."""
+    the template's yes/no questions for the seat (`mappa.coach.criteria`). A local-only value from the
+    config file is reset to `generate` when `coach.type` is another type (see `type`)."""
     template: str = "mathchat"
     """Prompt template file under mappa/coach/templates/ (without .txt) or a path to a .txt file; when a
     run config leaves it out, the env's own template (named like `env.type`)."""
@@ -109,14 +124,52 @@ class CoachConfig(Section):
         """The coach is a model the run loads on its own `coach` worker (memory, preparation)."""
         return self.type == "local"
 
-    @model_validator(mode="after")
-    def _check_backend(self) -> CoachConfig:
-        if self.type == "openai" and not self.base_url:
-            raise ValueError("coach.type=openai needs coach.base_url (e.g. http://127.0.0.1:8000/v1)")
-        if self.scoring in ("expected", "criteria") and self.type != "local":
-            raise ValueError(
-                f"coach.scoring={self.scoring} needs coach.type=local (it reads the model's token "
-                f"probabilities)"
-            )
+    @model_validator(mode="before")
+    @classmethod
+    def _reset_settings_of_other_types(cls, data: Any, info: ValidationInfo) -> Any:
+        """Drop the settings from the config file that this coach type cannot use (`TYPE_BOUND`): their
+        defaults apply. A config built in code (no origins) and `--set` settings are left to be refused."""
+        origins = origins_in(info.context)
+        if origins is None or not isinstance(data, dict):
+            return data
+        coach_type = data.get("type", "local")
+        return {
+            name: value
+            for name, value in data.items()
+            if origins.set_by_user(f"coach.{name}") or _usable_by(name, value, coach_type)
+        }
 
+    @model_validator(mode="after")
+    def _check_backend(self, info: ValidationInfo) -> CoachConfig:
+        origins = origins_in(info.context)
+        if self.type == "openai" and not self.base_url:
+            raise ValueError(
+                f"coach.type=openai{_from(origins, 'coach.type')} needs coach.base_url, the endpoint: "
+                f"{_fix(origins, 'coach.base_url', 'http://127.0.0.1:8000/v1', beside='coach.type')}"
+            )
+        for name in type(self).model_fields:
+            value = getattr(self, name)
+            if not _usable_by(name, value, self.type):
+                types, why = TYPE_BOUND[(name, value)]
+                key, default = f"coach.{name}", type(self).model_fields[name].default
+                raise ValueError(
+                    f"{key}={value}{_from(origins, key)} needs coach.type={' or '.join(types)} ({why}), but "
+                    f"coach.type={self.type}{_from(origins, 'coach.type')}: use "
+                    f"{_fix(origins, key, default)}, or {_fix(origins, 'coach.type', types[0])}"
+                )
         return self
+
+
+def _usable_by(name: str, value: Any, coach_type: Any) -> bool:
+    """Whether a coach of `coach_type` can use `name: value` (`TYPE_BOUND`)."""
+    bound = TYPE_BOUND.get((name, value)) if isinstance(value, str) else None
+    return bound is None or coach_type in bound[0]
+
+
+def _from(origins: Origins | None, key: str) -> str:
+    """` (from --set)` or ` (from FILE)`; empty for a config built in code."""
+    return "" if origins is None else f" (from {origins.of(key)})"
+
+
+def _fix(origins: Origins | None, key: str, value: Any, beside: str | None = None) -> str:
+    return f"{key}={value}" if origins is None else origins.fix(key, value, beside)

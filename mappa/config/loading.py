@@ -1,5 +1,5 @@
 """Reading a config: YAML, then dotted `a.b=value` overrides, then validation whose every problem is one
-line naming the field and the fix (`ConfigError`)."""
+line naming the field and the fix (`ConfigError`, worded by `mappa.config.errors`)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from mappa.config.errors import format_validation_error
+from mappa.config.origins import ORIGINS, Origins
 from mappa.config.run import RunConfig
 from mappa.config.section import ConfigError
 
@@ -49,45 +51,26 @@ def load_config(path: str | Path | None, overrides: list[str] | None = None) -> 
                 f"config file {path} must hold a mapping of sections, not {type(data).__name__}"
             )
     data = apply_overrides(data, overrides or [])
-    return validate_config(data, source=str(path) if path else "config")
+    return validate_config(data, str(path) if path else "config", overrides)
 
 
-def validate_config(data: dict[str, Any], source: str = "config") -> RunConfig:
+def validate_config(
+    data: dict[str, Any], source: str = "config", overrides: list[str] | None = None
+) -> RunConfig:
+    """Validate a config's data: `source` (the file, or the stored run's config.yaml) with `overrides` (the
+    `--set` items already applied to it), so that settings are reset or refused by where they came from
+    (`mappa.config.origins`) and every error names it."""
+    origins = Origins.of_overrides(source, overrides or [])
     try:
-        return RunConfig.model_validate(data)
+        return RunConfig.model_validate(data, context={ORIGINS: origins})
     except ValidationError as exc:
-        raise ConfigError(format_validation_error(exc, source)) from None
+        raise ConfigError(format_validation_error(exc, origins, data)) from None
 
 
-def format_validation_error(exc: ValidationError, source: str) -> str:
-    lines = [f"{source} is not valid ({exc.error_count()} problem(s)):"]
-    for err in exc.errors():
-        field = ".".join(str(p) for p in err["loc"]) or "(top level)"
-        hint = _hint(err)
-        lines.append(f"  - {field}: {err['msg']}{hint}")
-    return "\n".join(lines)
-
-
-def _hint(err: dict[str, Any]) -> str:
-    kind = err["type"]
-    name = str(err["loc"][-1]).lower() if err["loc"] else ""
-    if kind == "extra_forbidden" and any(word in name for word in ("key", "secret", "token", "password")):
-        return (
-            " (secrets are never read from a config: put the value in an environment variable; the coach's "
-            "key in the one that coach.api_key_env names, S3 credentials in AWS_ACCESS_KEY_ID and "
-            "AWS_SECRET_ACCESS_KEY)"
-        )
-    if kind == "extra_forbidden" and err["loc"][:1] == ("env",):
-        return " (unknown field: check its spelling against the env's section, its EnvSpec.config)"
-    if kind == "extra_forbidden":
-        return " (unknown field: check its spelling against `mappa.config` or the configs/ examples)"
-    if kind == "missing":
-        return " (add this field)"
-    if kind.startswith(("greater", "less")):
-        return f" (got {err.get('input')!r}; change it with --set)"
-    if kind in {"literal_error", "union_tag_invalid"}:
-        return f" (got {err.get('input')!r})"
-    return ""
+def override_config(config: RunConfig, overrides: list[str], source: str = "config") -> RunConfig:
+    """`config` (read from `source`, e.g. a run's config.yaml) changed by `--set` overrides, validated."""
+    data = apply_overrides(config.model_dump(mode="json"), overrides)
+    return validate_config(data, source, overrides)
 
 
 def dump_config(config: RunConfig) -> str:

@@ -7,7 +7,7 @@ import hashlib
 import json
 from typing import Any
 
-from pydantic import Field, SerializeAsAny, field_validator, model_validator
+from pydantic import Field, SerializeAsAny, ValidationInfo, field_validator, model_validator
 
 from mappa.config.coach import CoachConfig
 from mappa.config.operations import (
@@ -18,6 +18,7 @@ from mappa.config.operations import (
     StorageConfig,
     TrackersConfig,
 )
+from mappa.config.origins import origins_in
 from mappa.config.section import Section
 from mappa.config.training import AgentConfig, AlgoConfig, EngineConfig, RolloutConfig, TrainerConfig
 from mappa.envs.registry import DEFAULT_ENV
@@ -96,11 +97,13 @@ class RunConfig(Section):
         return data
 
     @model_validator(mode="after")
-    def _rubric_exists(self) -> RunConfig:
+    def _rubric_exists(self, info: ValidationInfo) -> RunConfig:
         if self.coach.type == "rubric" and _env_spec(self.env.type).rubric is None:
+            origins = origins_in(info.context)
+            where = f" (from {origins.of('coach.type')})" if origins else ""
             raise ValueError(
-                f"coach.type=rubric, but env `{self.env.type}` has no rubric (its EnvSpec.rubric): use an "
-                "LLM coach (coach.type=local or openai) or the outcome coach (coach.type=outcome)"
+                f"coach.type=rubric{where}, but env `{self.env.type}` has no rubric (its EnvSpec.rubric): "
+                "use an LLM coach (coach.type=local or openai) or the outcome coach (coach.type=outcome)"
             )
         return self
 

@@ -18,7 +18,7 @@ from prefect import flow, get_run_logger
 from prefect import runtime as prefect_runtime
 
 from mappa.cluster.ray_cluster import COACH, HOST, release_workers
-from mappa.config import apply_overrides, load_config, validate_config
+from mappa.config import load_config, override_config
 from mappa.envs.overlap import overlap_report
 from mappa.envs.registry import load_env_problems
 from mappa.flows.summary import run_summary
@@ -70,8 +70,8 @@ def train(
     if iterations is not None:
         overrides.append(f"iterations={iterations}")
     if resume_root is not None:
-        stored = Run.open(resume_root, run_id).config
-        config = validate_config(apply_overrides(stored.model_dump(mode="json"), overrides))
+        stored = Run.open(resume_root, run_id)
+        config = override_config(stored.config, overrides, stored.store.url(run_id, "config.yaml"))
     else:
         config = load_config(config_path, overrides)
     check_isolation(config.sandbox.isolation)  # before any folder, worker or model: names the fix

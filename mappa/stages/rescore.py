@@ -24,7 +24,7 @@ import pandas as pd
 import yaml
 
 from mappa.coach.compare import compare_scores
-from mappa.config import ConfigError, RunConfig, apply_overrides, dump_config, validate_config
+from mappa.config import ConfigError, RunConfig, dump_config, override_config, validate_config
 from mappa.stages.score import score_actions
 from mappa.stages.stage import REGISTRY, Stage, output_parts, register, stage_complete
 from mappa.storage.frames import frame_to_trajectories
@@ -56,7 +56,9 @@ def rescore_settings(run: Run, overrides: list[str]) -> RunConfig:
         raise ConfigError(
             f"a re-scoring changes the coach only; not {', '.join(others)} (use coach.<field>=value)"
         )
-    return validate_config(apply_overrides(run.config.model_dump(mode="json"), overrides), "--set")
+    # the run's settings are the base: one that the coach type of `--set coach.type=...` cannot use is
+    # reset to its default (a codepair run's `scoring: criteria` for `--as outcome`), as from a config file
+    return override_config(run.config, overrides, run.store.url(run.run_id, "config.yaml"))
 
 
 def options_parts(run: Run, name: str) -> tuple[str, ...]:

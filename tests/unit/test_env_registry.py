@@ -75,7 +75,7 @@ def test_a_misspelt_env_is_one_line_naming_the_known_ones():
     message = str(caught.value)
     assert "'mathchta'" in message and "mathchat" in message and "mappa.envs" in message
     assert "\n" not in message
-    with pytest.raises(ConfigError, match=r"env: Value error, unknown env type 'mathchta'"):
+    with pytest.raises(ConfigError, match=r"env: unknown env type 'mathchta'"):
         load_config(None, ["env.type=mathchta"])
 
 
