@@ -32,7 +32,7 @@ def print_evaluation_set(run, title: str, stage: str) -> bool:
     """One problem set's evaluations (`print_evaluations`); False when it has none."""
     import pandas as pd
 
-    from mappa.stages.evaluate import evaluation_summaries
+    from mappa.stages.evaluate import evaluation_summaries, finished_evaluations
 
     rows = evaluation_summaries(run, stage)
     if not rows:
@@ -50,7 +50,32 @@ def print_evaluation_set(run, title: str, stage: str) -> bool:
             + (f"; per seat, problems where it did its part: {', '.join(changes)}" if changes else ""),
             highlight=False,
         )
+        iterations = finished_evaluations(run, stage)
+        print_change(
+            run, iterations[0], iterations[-1], stage, f"{first['evaluation']} -> {last['evaluation']}"
+        )
     return True
+
+
+def print_change(run, first: int, last: int, stage: str, title: str) -> None:
+    """Right before and after, overall and per kind of problem, with each change's 95% interval over
+    problems and the problems gained and lost; a kind significantly worse is marked WORSE."""
+    from mappa.stages.evaluate import evaluation_change
+
+    rows = evaluation_change(run, first, last, stage)
+    width = max(len(row["kind"]) for row in rows)
+    lines = [
+        f"{title}, per kind of problem (right before -> after; change in points [95% interval over problems])"
+    ]
+    for row in rows:
+        low, high = (100 * bound for bound in row["ci95"])
+        lines.append(
+            f"  {row['kind']:<{width}}  {row['before']:>4} -> {row['after']:<4} of {row['problems']:<4} "
+            f"{100 * row['change']:+6.1f} [{low:+.1f}, {high:+.1f}]  "
+            f"gained {row['gained']}, lost {row['lost']}"
+            + ("  WORSE" if row["worse"] else "")
+        )
+    console.print("\n".join(lines), markup=False, highlight=False)
 
 
 def print_plot(run, path: str) -> None:

@@ -188,3 +188,33 @@ def from_bits(bits: str) -> np.ndarray:
 def _per_seed_intervals(differences: np.ndarray) -> list[list[float]]:
     """Each seed's own 95% interval over problems (seeds x problems in)."""
     return [list(bootstrap_interval(row[None, :])[1:]) for row in differences]
+
+
+def change_rows(before: np.ndarray, after: np.ndarray, kinds: list[str] | None = None) -> list[dict]:
+    """One team against another on the same problems (say the base and a checkpoint; 0/1 per problem, one
+    seed): all problems, then each kind of `kinds` (one label per problem). Per row: problems, right
+    before and after, the change with its 95% paired interval over problems, gained and lost, and `worse`
+    when the interval lies below 0."""
+    before, after = np.asarray(before, dtype=float), np.asarray(after, dtype=float)
+    groups = {"all": np.ones(before.size, dtype=bool)}
+    if kinds is not None:
+        labels = np.asarray(kinds)
+        groups |= {kind: labels == kind for kind in sorted(set(kinds))}
+    rows = []
+    for name, mask in groups.items():
+        figures = lift(before[mask], after[mask][None, :])
+        low, high = figures["ci95"]
+        rows.append(
+            {
+                "kind": name,
+                "problems": int(mask.sum()),
+                "before": int(before[mask].sum()),
+                "after": int(after[mask].sum()),
+                "change": figures["mean"],
+                "ci95": [low, high],
+                "gained": figures["gained"][0],
+                "lost": figures["lost"][0],
+                "worse": high < 0,
+            }
+        )
+    return rows

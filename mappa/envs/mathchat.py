@@ -24,6 +24,7 @@ from mappa.agents.tool_calls import extract_python_block
 from mappa.core.types import Action, Problem, ToolResult, Trajectory
 from mappa.envs.feedback import clip, describe_result
 from mappa.envs.grading import extract_boxed, extract_flexible, grade_answer
+from mappa.envs.math_kinds import problem_kind
 from mappa.envs.math_levels import load_builtin_source
 from mappa.envs.math_problems import load_problems
 from mappa.envs.spec import EnvSection, EnvSpec, SeatRule
@@ -117,7 +118,10 @@ async def run_mathchat(
         episode.record("verifier", 0, reply)
         answer = read_answer(reply.generation.text)
         correct = answer is not None and grade_answer(answer, episode.problem.answer)
-        trajectories.append(Trajectory(episode.id, episode.problem, tuple(episode.actions), answer, correct))
+        kind = {"kind": problem_kind(episode.problem)}  # results and manifests split by it
+        trajectories.append(
+            Trajectory(episode.id, episode.problem, tuple(episode.actions), answer, correct, kind)
+        )
     return trajectories
 
 
@@ -193,7 +197,7 @@ async def _run(problems, agents, limits, env) -> list[Trajectory]:
 def result_columns(trajectory: Trajectory) -> dict[str, Any]:
     """An evaluation's answer columns: `correct_boxed` the strict grading (the verifier's last `\\boxed{}`),
     `correct_flexible` the lenient one (the env's answer, else the reply's last number; as lm-eval's GSM8K
-    "flexible-extract")."""
+    "flexible-extract"); `kind`, the problem's operation and form (`mappa.envs.math_kinds`)."""
     stated = trajectory.actions[-1].response if trajectory.actions else ""
     reference = trajectory.problem.answer
     flexible = trajectory.final_answer or extract_flexible(stated)
@@ -201,6 +205,7 @@ def result_columns(trajectory: Trajectory) -> dict[str, Any]:
         "correct_boxed": grade_answer(extract_boxed(stated), reference),
         "flexible_answer": flexible,
         "correct_flexible": flexible is not None and grade_answer(flexible, reference),
+        "kind": problem_kind(trajectory.problem),
     }
 
 

@@ -1,9 +1,10 @@
-"""Per-task-kind figures of a batch of trajectories (DSBench: regression vs classification).
+"""Per-task-kind figures of a batch of trajectories (DSBench: regression vs classification; MathChat: the
+operation and form of the problem, `mappa.envs.math_kinds`).
 
 The MAPPA paper saw the coach favour one kind of task and the agents exploit it, so a run reports success,
-the relative ("fair") score and each metric separately per kind, in the rollout and evaluation manifests,
-and the score stage reports the coach's mean score per kind. Envs whose outcomes carry no `kind` (MathChat)
-get None: nothing to split.
+the relative ("fair") score where the env has one, and each metric separately per kind, in the rollout and
+evaluation manifests, and the score stage reports the coach's mean score per kind. Envs whose outcomes
+carry no `kind` get None: nothing to split.
 
 Not covered: significance tests; a kind with one trajectory is reported like any other.
 """
@@ -36,12 +37,14 @@ def _summary(group: list[Trajectory]) -> dict[str, Any]:
         out = trajectory.outcome
         if out.get("valid") and out.get("value") is not None:
             metrics[str(out["metric"])].append(float(out["value"]))
-    return {
+    summary = {
         "trajectories": len(group),
         "success_rate": fmean(t.correct for t in group),
-        "fair_score_mean": fmean(float(t.outcome.get("fair_score") or 0.0) for t in group),
         "metrics": {name: fmean(values) for name, values in sorted(metrics.items())},
     }
+    if any("fair_score" in t.outcome for t in group):
+        summary["fair_score_mean"] = fmean(float(t.outcome.get("fair_score") or 0.0) for t in group)
+    return summary
 
 
 def coach_score_by_kind(
@@ -69,8 +72,9 @@ def kind_rows(by_kind: dict[str, Any] | None, score_by_kind: dict[str, Any] | No
             "kind": kind,
             "trajectories": figures["trajectories"],
             "success_rate": figures["success_rate"],
-            "fair_score_mean": figures["fair_score_mean"],
         }
+        if "fair_score_mean" in figures:
+            row["fair_score_mean"] = figures["fair_score_mean"]
         row.update({f"{name}_mean": value for name, value in figures["metrics"].items()})
         coach = (score_by_kind or {}).get(kind, {})
         row.update({f"coach_{agent}": value for agent, value in coach.items()})

@@ -100,14 +100,8 @@ def evaluation_summaries(run: Run, stage: str = STAGE_NAME) -> list[dict[str, An
     """Every finished evaluation of the run by `stage` (one problem set), base first: its label,
     problems, success rate (strict and flexible) and each seat's share of problems where it did its part
     (`by_seat`)."""
-    names = run.store.list(run.run_id)
-    iterations = [BASE] * ("base" in names) + sorted(
-        int(name[5:]) for name in names if name.startswith("iter-") and name[5:].isdigit()
-    )
     rows = []
-    for iteration in iterations:
-        if not run.has_manifest(iteration, stage):
-            continue
+    for iteration in finished_evaluations(run, stage):
         manifest = run.read_manifest(iteration, stage)
         by_seat = manifest.get("by_seat") or {}
         rows.append(
@@ -120,6 +114,27 @@ def evaluation_summaries(run: Run, stage: str = STAGE_NAME) -> list[dict[str, An
             }
         )
     return rows
+
+
+def finished_evaluations(run: Run, stage: str = STAGE_NAME) -> list[int]:
+    """The checkpoints evaluated by `stage`, base (-1) first."""
+    names = run.store.list(run.run_id)
+    iterations = [BASE] * ("base" in names) + sorted(
+        int(name[5:]) for name in names if name.startswith("iter-") and name[5:].isdigit()
+    )
+    return [iteration for iteration in iterations if run.has_manifest(iteration, stage)]
+
+
+def evaluation_change(run: Run, first: int, last: int, stage: str = STAGE_NAME) -> list[dict[str, Any]]:
+    """Checkpoint `last` against `first` on the problems both evaluated (`lift_stats.change_rows`: all, then
+    per kind where the results have a `kind` column): right before and after, the change with its 95%
+    interval over problems, gained and lost."""
+    from mappa.core.lift_stats import change_rows
+
+    before, after = (run.store.read_parquet(*output_parts(run, i, stage)) for i in (first, last))
+    paired = before.merge(after, on="problem_id", suffixes=("_before", "_after"))
+    kinds = paired["kind_before"].astype(str).tolist() if "kind_before" in paired else None
+    return change_rows(paired["correct_before"].to_numpy(), paired["correct_after"].to_numpy(), kinds)
 
 
 def _present(key: str, value: Any) -> dict[str, Any]:

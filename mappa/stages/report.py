@@ -273,9 +273,10 @@ def _summary_lines(run: Run, iteration: int) -> list[str]:
     if gap is not None:
         lines.append(f"- coach score gap, correct minus incorrect trajectories: {gap:+.2f}")
     for row in kind_rows_of(run, iteration):
+        relative = f", relative score {row['fair_score_mean']:.2f}" if "fair_score_mean" in row else ""
         lines.append(
-            f"- {row['kind']}: success {row['success_rate']:.0%} of {row['trajectories']}, relative score "
-            f"{row['fair_score_mean']:.2f}, coach mean {row.get('coach_all', math.nan):.2f}"
+            f"- {row['kind']}: success {row['success_rate']:.0%} of {row['trajectories']}{relative}, "
+            f"coach mean {row.get('coach_all', math.nan):.2f}"
         )
     for warning in score.get("bias_warnings") or []:
         lines.append(f"- **warning**: {warning['message']}")

@@ -28,6 +28,7 @@ def test_one_results_row_per_problem(trajectory):
             "correct_boxed": False,  # the fixture's last reply holds no \boxed{} (its final answer is set)
             "flexible_answer": "4",
             "correct_flexible": True,
+            "kind": "add/expression",  # the problem's operation and form (mappa.envs.math_kinds)
             "trajectory_id": "t1",
             "actions": 4,
             "seconds": pytest.approx(0.25),  # generation 0 s + two sandbox runs (0.05 s, 0.2 s)
@@ -84,3 +85,31 @@ def test_each_seat_is_checked_for_its_part_and_summed_over_evaluations(trajector
     printed = capsys.readouterr().out
     assert "held-out success base -> iter-0002: 100.0% -> 100.0% (+0.0 points)" in printed
     assert "solver 100% -> 100%, executor 0% -> 100%, verifier 100% -> 100%" in printed
+
+
+def test_inspect_shows_the_change_per_kind_of_problem_with_its_interval(tmp_path, capsys):
+    """Additions gained, every multiplication lost: the overall change hides it, the per-kind rows show
+    it, and a kind whose interval lies below 0 is marked WORSE."""
+    import pandas as pd
+
+    from mappa.stages.evaluate import evaluation_change, write_evaluation_manifest
+
+    config = load_config("configs/mathchat-cpu-learn.yaml", [f"storage.root={tmp_path}"])
+    run = Run.create(config, "kinds")
+    kinds = ["add/word"] * 6 + ["multiply/word"] * 6
+    before = [0, 0, 0, 0, 1, 1] + [1] * 6
+    after = [1, 1, 1, 1, 1, 1] + [0] * 6
+    for iteration, right in ((-1, before), (2, after)):
+        ids = [f"p{i}" for i in range(12)]
+        results = pd.DataFrame({"problem_id": ids, "correct": [bool(r) for r in right], "kind": kinds})
+        run.store.write_parquet(results, *run.parts(iteration, "evaluate", "results.parquet"))
+        write_evaluation_manifest(run, iteration, results, {"total_s": 1.0})
+    overall, add, multiply = evaluation_change(run, -1, 2)
+    assert (overall["before"], overall["after"], overall["gained"], overall["lost"]) == (8, 6, 4, 6)
+    assert (add["kind"], add["change"], add["worse"]) == ("add/word", 4 / 6, False)
+    assert (multiply["kind"], multiply["change"], multiply["worse"]) == ("multiply/word", -1.0, True)
+    assert main(["inspect", "kinds", "--root", str(tmp_path), "--evaluations"]) == 0
+    printed = capsys.readouterr().out
+    assert "base -> iter-0002, per kind of problem" in printed
+    assert "multiply/word     6 -> 0    of 6    -100.0 [-100.0, -100.0]  gained 0, lost 6  WORSE" in printed
+    assert "add/word          2 -> 6    of 6     +66.7 [" in printed

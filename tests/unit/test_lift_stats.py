@@ -1,11 +1,11 @@
 """The statistics of a held-out lift (`mappa.core.lift_stats`) on hand-computed cases."""
 
-
 import numpy as np
 import pytest
 
 from mappa.core.lift_stats import (
     bootstrap_interval,
+    change_rows,
     difference,
     lift,
     lifts_by_kind,
@@ -114,3 +114,17 @@ def test_a_target_is_met_only_when_the_seed_level_interval_is_above_zero():
     assert not met({"mean": 0.073, "seed_ci95": [-0.03, 0.18]}, at_least=0.05)  # the blind file's
     assert not met({"mean": 0.13, "seed_ci95": None}, at_least=0.10)  # one seed
     assert not met({"mean": 0.08, "seed_ci95": [0.04, 0.12]}, at_least=0.10)
+
+
+def test_change_rows_compare_two_teams_overall_and_per_kind():
+    before = np.array([1, 0, 0, 1, 1, 1, 1, 1])
+    after = np.array([1, 1, 1, 1, 0, 0, 0, 0])
+    kinds = ["add"] * 4 + ["multiply"] * 4
+    everything, add, multiply = change_rows(before, after, kinds)
+    assert everything | {"ci95": None} == {
+        "kind": "all", "problems": 8, "before": 6, "after": 4, "change": -0.25, "ci95": None,
+        "gained": 2, "lost": 4, "worse": False,
+    }  # fmt: skip
+    assert (add["before"], add["after"], add["change"], add["gained"], add["lost"]) == (2, 4, 0.5, 2, 0)
+    assert multiply["change"] == -1.0 and multiply["ci95"] == [-1.0, -1.0] and multiply["worse"]
+    assert [row["kind"] for row in change_rows(before, after)] == ["all"]
