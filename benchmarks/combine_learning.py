@@ -26,6 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # learning, beside this file
 from learning import COLUMNS, held_out_sets, print_lifts  # noqa: E402
+from learning_report import kind_report, print_kinds, print_targets, set_targets  # noqa: E402
 
 from mappa.core.lift_stats import from_bits, lifts_by_source  # noqa: E402
 
@@ -84,6 +85,8 @@ def combine(paths: list[str]) -> dict:
             )
         for name, record in sets.items():
             into = combined.setdefault(name, {"ids": record["ids"], **{column: {} for column in COLUMNS}})
+            if "kinds" in record:  # written since per-kind reports (2026-12-06)
+                into["kinds"] = record["kinds"]
             if record["ids"] != into["ids"]:
                 raise SystemExit(
                     f"error: {path}: held-out set {name!r} has other problems than {first_path}'s"
@@ -112,17 +115,30 @@ def lifts_of(record: dict) -> dict:
     }
 
 
+def kinds_of_record(record: dict) -> dict:
+    """The per-kind lifts (`learning_report.kind_report`) of one held-out set of the combined runs."""
+    bits = record["correct_flexible"]
+    runs = {key: from_bits(value) for key, value in bits.items() if key != "base"}
+    return kind_report(record["kinds"], from_bits(bits["base"]), runs)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     combined = combine(args.results)
     figures = {name: lifts_of(record) for name, record in combined.items()}
+    kinds = {name: kinds_of_record(record) for name, record in combined.items() if "kinds" in record}
+    targets = {name: set_targets(figures[name]["correct_flexible"], kinds.get(name)) for name in figures}
     for name, lifts in figures.items():
         seeds = {source: f["seeds"] for source, f in lifts["correct_flexible"].items()}
         print(f"\n{name}: {len(combined[name]['ids'])} problems, seeds {seeds}")
         print_lifts(lifts, name)
+        if name in kinds:
+            print_kinds(kinds[name], name)
+    print_targets(targets)
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(json.dumps({"files": args.results, "lifts": figures}, indent=2))
+        report = {"files": args.results, "lifts": figures, "kinds": kinds, "targets": targets}
+        Path(args.out).write_text(json.dumps(report, indent=2))
         print(f"\nwrote {args.out}")
     return 0
 

@@ -16,6 +16,17 @@ Held-out success is reported strictly (the verifier's `\\boxed{}` answer, as the
 flexibly (else its last number, as lm-eval's GSM8K "flexible-extract"). `--eval-data FILE` evaluates on a
 JSONL file of `problem`/`answer` rows instead of the config's held-out split.
 
+The held-out sets: the config's split, and the TEST FILE `benchmarks/data/mathchat-test-level1.jsonl`
+(256 problems balanced over add, subtract, multiply and two-step and over expression, phrased and word
+forms, written before any tuning by an author blind to the generators; its sha256 is checked). A run
+that chooses settings passes `--tuning`: it evaluates on the VALIDATION file `mathchat-blind-level1.jsonl`
+(the recipe's executor tokens were chosen on it) instead, never on the test file.
+
+Per kind and targets (`learning_report.py`): every lift also per operation and per form of problem, a
+kind whose seeds x problems interval lies below 0 flagged as a regression, and per set the targets
+(best coach >= +10 over the base and >= +5 over outcome-only, seed-level intervals above 0, no kind
+worse) computed as met or missed into the JSON's `targets`.
+
 Output: a table (mean and half-range over seeds), JSON (`--out`) whose `summary` is a list of rows
 `{source, seed, iteration, heldout_success, heldout_success_flexible, heldout_n}` (iteration = updates
 trained; success a fraction), and a plot beside it (`--plot`): held-out success and the mean training
@@ -30,8 +41,9 @@ skipped), so an interrupted benchmark continues where it stopped. The script fir
 evaluation problems share none with the training split and that every source's models are prepared.
 
 Default size, and its time on this 2-core CPU machine: see BENCHMARKS.md ("Does it learn?").
-Each lift comes with a 95% paired bootstrap interval over problems and the problems gained and lost
-against the base (`mappa.core.lift_stats`). Not covered: other envs.
+Each lift comes with a 95% paired bootstrap interval over problems, a seed-level interval (Student's t
+over seeds) and the problems gained and lost against the base (`mappa.core.lift_stats`). Not covered:
+other envs.
 """
 
 from __future__ import annotations
@@ -49,6 +61,9 @@ from mappa.stages import completed_iterations
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # comparison: beside this file
 from comparison import machine_info  # noqa: E402
+from learning_report import print_kinds, print_targets, set_targets  # noqa: E402
+
+from mappa.core.types import Problem  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 SOURCES = {
@@ -63,6 +78,10 @@ SOURCES = {
     "outcome": ["coach.type=outcome"],
     "rubric-nogt": ["coach.type=rubric", "coach.use_ground_truth=false"],
 }
+DATA = REPO / "benchmarks" / "data"
+TEST_FILE = DATA / "mathchat-test-level1.jsonl"  # written before any tuning; evaluated in final runs only
+TEST_SHA256 = "3af29e7bb132b9ecbf78c9b6df6f1a4613b5f375b66dd95b98454dead01cd8ab"  # also in BENCHMARKS.md
+VALIDATION_FILE = DATA / "mathchat-blind-level1.jsonl"  # the recipe was chosen on it: a validation set
 COLUMNS = ("correct_flexible", "correct_boxed")  # an evaluation's strict and flexible success per problem
 DEFAULT_SOURCES = ["llm", "outcome"]  # the AI coach against outcome-only; `rubric` on request
 
@@ -78,9 +97,14 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument(
         "--also-eval",
         action="append",
-        default=[],
         metavar="FILE",
-        help="also evaluate on this JSONL file's problems, in the same pass, reported apart (repeatable)",
+        help="also evaluate on this JSONL file's problems, in the same pass, reported apart (repeatable; "
+        f"default: the test file {TEST_FILE.name}, with --tuning the validation file {VALIDATION_FILE.name})",
+    )
+    parser.add_argument(
+        "--tuning",
+        action="store_true",
+        help="a run that chooses settings: evaluate on the validation file, never on the test file",
     )
     parser.add_argument("--set", action="append", default=[], help="more config overrides (a.b=value)")
     parser.add_argument("--root", default=str(REPO / "benchmarks" / "runs" / "learning"))
@@ -89,6 +113,10 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--replot", action="store_true", help="table and plot from --out's JSON; no runs")
     args = parser.parse_args()
     args.plot = args.plot or str(Path(args.out).with_suffix(".png"))
+    if args.also_eval is None:
+        args.also_eval = [str(VALIDATION_FILE if args.tuning else TEST_FILE)]
+    if args.tuning and any(Path(path).resolve() == TEST_FILE.resolve() for path in args.also_eval):
+        parser.error(f"--tuning runs never evaluate on the test file {TEST_FILE.name}")
     return args
 
 
@@ -111,9 +139,9 @@ def common_overrides(args: argparse.Namespace) -> tuple[list[str], dict[str, lis
     return sets, eval_sets
 
 
-def evaluation_sets(args: argparse.Namespace, config) -> tuple[dict[str, list[str]], str | None]:
-    """The held-out sets by name (the first: --eval-data's or the config's split), each a list of problem
-    ids, and with --also-eval the path of one JSONL holding them all (written under --root), which the runs
+def evaluation_sets(args: argparse.Namespace, config) -> tuple[dict[str, list[Problem]], str | None]:
+    """The held-out sets by name (the first: --eval-data's or the config's split), each a list of problems,
+    and with --also-eval the path of one JSONL holding them all (written under --root), which the runs
     evaluate on at once: one greedy pass per checkpoint, split by problem id in the report."""
     from mappa.envs.math_problems import load_problems, write_jsonl
     from mappa.envs.registry import load_env_problems
@@ -128,12 +156,11 @@ def evaluation_sets(args: argparse.Namespace, config) -> tuple[dict[str, list[st
     ids = [p.id for group in problems.values() for p in group]
     if len(set(ids)) < len(ids):
         raise SystemExit("the held-out sets share problem ids; give each file's rows ids of their own")
-    eval_sets = {name: [p.id for p in group] for name, group in problems.items()}
     if not args.also_eval:
-        return eval_sets, None
+        return problems, None
     combined = Path(args.root) / "eval-sets.jsonl"
     write_jsonl([p for group in problems.values() for p in group], combined)
-    return eval_sets, str(combined)
+    return problems, str(combined)
 
 
 def check_splits_disjoint(config_path: str, overrides: list[str]) -> dict[str, int]:
@@ -256,11 +283,19 @@ def print_lifts(lifts: dict, name: str = "held-out") -> None:
         line = f"{source:<13} vs base {base['mean']:+6.1%} [{low:+.1%}, {high:+.1%}]"
         line += f" seeds ({_per_seed(base)}),"
         line += f" gained {base['gained']} lost {base['lost']} of {base['problems']}"
+        line += _seed_level(base)
         if "vs_outcome" in figures:
             other = figures["vs_outcome"]
             low, high = other["ci95"]
             line += f"; vs outcome {other['mean']:+.1%} [{low:+.1%}, {high:+.1%}] seeds ({_per_seed(other)})"
+            line += _seed_level(other)
         print(line)
+
+
+def _seed_level(figures: dict) -> str:
+    """The seed-level interval (Student's t over seeds), what a target is judged on."""
+    interval = figures.get("seed_ci95")
+    return "" if interval is None else f", seed-level [{interval[0]:+.1%}, {interval[1]:+.1%}]"
 
 
 def _per_seed(figures: dict) -> str:
@@ -279,10 +314,15 @@ def summary_rows(args, runs: dict[tuple[str, int], str], iterations: int, base: 
     return rows
 
 
-def set_report(args, runs: dict[tuple[str, int], str], iterations: int, base_run: str, ids: list[str]):
-    """One held-out set's `summary` rows and `lifts` (over the base and outcome-only) on problems `ids`."""
+def set_report(args, runs: dict[tuple[str, int], str], iterations: int, base_run: str, problems: list):
+    """One held-out set's `summary` rows, `lifts` (over the base and outcome-only) and `kinds` (the lifts
+    per operation and per form of problem, flexible success, and the kinds that regressed)."""
+    from learning_report import kind_report, kinds_of
+
     from mappa.core.lift_stats import as_bits, lifts_by_source
 
+    ids = [problem.id for problem in problems]
+    kinds = kinds_of(problems)
     base = per_problem(args, base_run, -1, ids)
     after = {key: per_problem(args, name, iterations - 1, ids) for key, name in runs.items()}
     # per_problem: each problem's 0/1 as '0'/'1' strings, what `combine_learning.py` pairs when runs of
@@ -293,8 +333,14 @@ def set_report(args, runs: dict[tuple[str, int], str], iterations: int, base_run
             column: lifts_by_source(base[column], {key: values[column] for key, values in after.items()})
             for column in COLUMNS
         },
+        "kinds": kind_report(
+            kinds,
+            base["correct_flexible"],
+            {key: values["correct_flexible"] for key, values in after.items()},
+        ),
         "per_problem": {
             "ids": ids,
+            "kinds": kinds,
             **{
                 column: {"base": as_bits(base[column])}
                 | {runs[key]: as_bits(values[column]) for key, values in after.items()}
@@ -414,6 +460,7 @@ def replot(args: argparse.Namespace) -> int:
     for name, other in report.get("other_sets", {}).items():
         print_table(other["summary"], name=name)
         print_lifts(other["lifts"], name=name)
+    print_kinds_and_targets(report)
     plot(
         report["summary"], report["curves"], report["run_sources"], args.plot, plot_title(report["settings"])
     )
@@ -427,6 +474,7 @@ def main() -> int:
         return replot(args)
     args.root = str(Path(args.root).resolve())
     started = time.time()
+    check_test_file(args.also_eval)
     common, eval_sets = common_overrides(args)
     splits = check_splits_disjoint(args.config, common)
     print(f"splits: {splits}", flush=True)
@@ -440,7 +488,7 @@ def main() -> int:
     evaluate_base(args, first)  # greedy on the same base weights: one evaluation serves every run
     curves = {name: training_curves(args, name) for name in runs.values()}
     primary, *others = eval_sets  # the held-out split (or --eval-data's file), then each --also-eval file
-    reports = {name: set_report(args, runs, iterations, first, ids) for name, ids in eval_sets.items()}
+    reports = {name: set_report(args, runs, iterations, first, group) for name, group in eval_sets.items()}
     for name, set_figures in reports.items():
         print_table(set_figures["summary"], curves if name == primary else None, name)
         print_lifts(set_figures["lifts"], name)
@@ -454,20 +502,59 @@ def main() -> int:
         "precision": precision(args.config, common),
         "settings": settings,
         "splits": splits,
-        "eval_sets": {name: len(set_ids) for name, set_ids in eval_sets.items()},
+        "eval_sets": {name: len(group) for name, group in eval_sets.items()},
+        "set_roles": set_roles(args, eval_sets),
         "summary": reports[primary]["summary"],
         "lifts": reports[primary]["lifts"],
+        "kinds": reports[primary]["kinds"],
         "per_problem": reports[primary]["per_problem"],
         "other_sets": {name: reports[name] for name in others},  # --also-eval: each file as the above
+        "targets": {
+            name: set_targets(r["lifts"]["correct_flexible"], r["kinds"]) for name, r in reports.items()
+        },
         "curves": curves,
         "run_sources": run_sources,
         "wall_s": time.time() - started,
         "plot": args.plot,
     }
+    print_kinds_and_targets(report)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(report, indent=2))
     print(f"\nwrote {args.out} and {args.plot} in {report['wall_s'] / 60:.1f} min")
     return 0
+
+
+def check_test_file(paths: list[str]) -> None:
+    """The test file, where evaluated, is the one committed before any tuning (its sha256)."""
+    import hashlib
+
+    for path in paths:
+        if Path(path).resolve() == TEST_FILE.resolve():
+            digest = hashlib.sha256(TEST_FILE.read_bytes()).hexdigest()
+            if digest != TEST_SHA256:
+                raise SystemExit(
+                    f"{TEST_FILE} changed (sha256 {digest}, committed {TEST_SHA256}): restore it"
+                )
+
+
+def set_roles(args: argparse.Namespace, eval_sets: dict) -> dict[str, str]:
+    """What each held-out set is for: the split, the test file (final runs only), the validation file
+    (the recipe was chosen on it), or another file."""
+    primary, *others = eval_sets
+    roles = {primary: "held-out split" if not args.eval_data else "file"}
+    for name, path in zip(others, args.also_eval):
+        resolved = Path(path).resolve()
+        known = {TEST_FILE.resolve(): "test", VALIDATION_FILE.resolve(): "validation"}
+        roles[name] = known.get(resolved, "file")
+    return roles
+
+
+def print_kinds_and_targets(report: dict) -> None:
+    for name, figures in held_out_sets(report, "kinds").items():
+        print_kinds(figures, name)
+    print_targets(report["targets"])
+    roles = report.get("set_roles", {})
+    print("sets: " + ", ".join(f"{name} ({role})" for name, role in roles.items()))
 
 
 if __name__ == "__main__":
