@@ -4,7 +4,10 @@
 In order: the env's problems load (and how many held-out problems repeat training ones), the sandbox can
 isolate, the storage root is writable, the coach's templates exist and an endpoint coach answers, every
 agent's model resolves, and the machine has the disk and memory the run needs (`mappa.resources`).
-Nothing here starts Ray or Prefect or loads a model's weights.
+Nothing here starts Ray or Prefect or loads a model's weights, except that a known model not prepared yet
+is prepared (converted once, which loads it) when a run resolves it; a dry run (`mappa train --dry-run`)
+names such a model instead and leaves out the resource estimate that reads its folder, and it writes
+nothing to a local storage root.
 
 Not covered: the checks a re-scoring or an evaluation makes of its own (`check_rescore`,
 `check_evaluable`).
@@ -17,12 +20,14 @@ from collections.abc import Callable
 from mappa.config import ConfigError, RunConfig
 
 
-def check_before_run(config: RunConfig, run_id: str | None, say: Callable[[str], None] = print) -> None:
+def check_before_run(
+    config: RunConfig, run_id: str | None, say: Callable[[str], None] = print, dry_run: bool = False
+) -> None:
     """Every pre-flight check of a training run (`run_id`: the run it continues, if any, whose checkpoints
-    count as written); `say` prints the notes (overlap, which model each agent loads)."""
+    count as written); `say` prints the notes (overlap, which model each agent loads). With `dry_run`
+    nothing is written or prepared (see the module's docstring); `say` names what was left out."""
     from mappa.coach.build import check_coach_ready
     from mappa.envs.registry import load_env_problems
-    from mappa.inference.prepare import resolve_model
     from mappa.resources import check_resources
     from mappa.sandbox import check_isolation
     from mappa.storage.store import ArtifactStore
@@ -32,13 +37,36 @@ def check_before_run(config: RunConfig, run_id: str | None, say: Callable[[str],
     overlap_note(config, train, held_out, say)
     check_isolation(config.sandbox.isolation)  # every env runs model-written code
     store = ArtifactStore(config.storage.root)
-    store.check_writable()
+    if dry_run:
+        store.check_writable_in_place()
+    else:
+        store.check_writable()
     check_coach_ready(config.coach)
-    for name, agent in config.agents.items():
-        say(f"agent {name}: model {resolve_model(agent.model)}")
+    if note_models(config, say, dry_run):
+        check_resources(config, written_bytes=store.size(run_id, "checkpoints") if run_id else 0.0)
+    else:
+        say("resources: disk and memory not estimated (they read the prepared models' folders)")
+
+
+def note_models(config: RunConfig, say: Callable[[str], None], dry_run: bool) -> bool:
+    """Say which model each agent (and a local coach) loads, resolving it (a ValueError names one that
+    cannot be found); in a dry run a model not prepared yet is named and skipped. True: all resolved."""
+    from mappa.inference.prepare import needs_preparing, resolve_model
+
+    seats = {f"agent {name}": agent.model for name, agent in config.agents.items()}
     if config.coach.runs_local_model:  # a model that is not prepared is named with the command, here
-        say(f"coach: model {resolve_model(config.coach.model)}")
-    check_resources(config, written_bytes=store.size(run_id, "checkpoints") if run_id else 0.0)
+        seats["coach"] = config.coach.model
+    resolved = True
+    for seat, spec in seats.items():
+        if dry_run and needs_preparing(spec):
+            say(
+                f"{seat}: model {spec} is not prepared yet; a run prepares it first (loading it), a dry run "
+                f"does not (`mappa models prepare {spec}` does it now)"
+            )
+            resolved = False
+        else:
+            say(f"{seat}: model {resolve_model(spec)}")
+    return resolved
 
 
 def overlap_note(config: RunConfig, train_problems, eval_problems, say: Callable[[str], None]) -> None:

@@ -3,10 +3,12 @@
 `mappa train CONFIG --set k=v --run-id ID` validates the config before anything starts, runs the Prefect
 flow in this process (against PREFECT_API_URL when set, else Prefect's embedded server; Ray workers never
 talk to Prefect, so no per-worker servers start), streams one line per stage and ends with a table per
-agent (mean coach score, KL, loss) and per iteration (success rate, stage times).
+agent (mean coach score, KL, loss) and per iteration (success rate, stage times). With `--dry-run` it
+stops after the pre-flight, having printed the resolved config and the verdict.
 
-The package: `parser` (the arguments), `commands` (what each command does), `render` (tables and text on
-the console); the checks before a run are `mappa.preflight`'s. This module holds `main`: the one place
+The package: `parser` (the arguments), `commands` (what each command does), `dry_run` (the config a train
+runs with, and the dry run), `render` (tables and text on the console); the checks before a run are
+`mappa.preflight`'s. This module holds `main`: the one place
 that turns a bad input into one `error:` line and exit code 2.
 """
 

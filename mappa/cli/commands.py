@@ -30,10 +30,12 @@ if TYPE_CHECKING:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    overrides = list(args.set or [])
-    if args.iterations is not None:
-        overrides.append(f"iterations={args.iterations}")
-    config = load_config(args.config, overrides)  # fails fast, before Ray or Prefect start
+    from mappa.cli.dry_run import dry_run, train_config, train_overrides
+
+    overrides = train_overrides(args)
+    config = train_config(args)  # fails fast, before Ray or Prefect start
+    if args.dry_run:
+        return dry_run(config, args.run_id)
     from mappa.preflight import check_before_run
     from mappa.storage.run import Run, validate_run_id
 

@@ -29,6 +29,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     train.add_argument("--run-id", help="continue or name this run (default: <name>-<timestamp>)")
     train.add_argument("--iterations", type=int, help="same as --set iterations=N")
+    train.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="validate the config, print it resolved (as the run's config.yaml) and the pre-flight's "
+        "verdict; no model loads, nothing starts, no run folder is made (exit 0: the run could start, 2: "
+        "it could not)",
+    )
     train.add_argument("--debug", action="store_true", help=DEBUG_HELP)
     train.set_defaults(func=cmd_train)
     resume = sub.add_parser("resume", help="continue a run where it stopped")

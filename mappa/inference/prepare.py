@@ -321,6 +321,13 @@ def _hub_has_copy(repo_id: str) -> bool:
         return False
 
 
+def needs_preparing(spec: str, cache_dir: Path | None = None) -> bool:
+    """Whether `resolve_model(spec)` would first build the model's folder (a known model, prepared on use,
+    not prepared yet), which loads its weights: what a dry run leaves out."""
+    known = KNOWN_MODELS.get(spec)
+    return known is not None and known.prepare_on_use and not _is_ready(_cache_root(cache_dir) / spec)
+
+
 def resolve_model(spec: str, cache_dir: Path | None = None) -> str:
     """An agent's `model` config value -> something `from_pretrained` can load.
 

@@ -51,6 +51,22 @@ class ArtifactStore:
             reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise ValueError(f"storage root {self.url()} is not writable ({reason}); {hint}") from None
 
+    def check_writable_in_place(self) -> None:
+        """`check_writable` that writes nothing locally (for a dry run): the root, or the nearest folder of
+        it that exists, must be a folder this user may write in. A remote root gets the probe (one object,
+        removed at once): only writing tells whether the endpoint, bucket and credentials work."""
+        if not self.is_local:
+            self.check_writable()
+            return
+        folder = Path(self.root)
+        while not folder.exists():
+            folder = folder.parent
+        if not (folder.is_dir() and os.access(folder, os.W_OK | os.X_OK)):
+            raise ValueError(
+                f"storage root {self.url()} is not writable ({folder} is not a folder this user may write "
+                "in); check the folder's permissions"
+            )
+
     def path(self, *parts: str) -> str:
         return "/".join([self.root.rstrip("/"), *[p.strip("/") for p in parts if p]])
 
