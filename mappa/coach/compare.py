@@ -16,6 +16,8 @@ from typing import Any
 
 import pandas as pd
 
+from mappa.core.auc import auc as core_auc
+
 
 def compare_scores(
     base: pd.DataFrame,
@@ -66,10 +68,6 @@ def _correlation(a: pd.Series, b: pd.Series) -> float | None:
 
 
 def auc(scores: pd.Series, positive: pd.Series) -> float | None:
-    """P(score of a positive > score of a negative), ties half: the area under the ROC curve."""
-    positive = positive.astype(bool)
-    n_pos, n_neg = int(positive.sum()), int((~positive).sum())
-    if n_pos == 0 or n_neg == 0:
-        return None
-    ranks = scores.rank()  # average ranks: a tie counts half
-    return float((ranks[positive].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
+    """P(score of a positive > score of a negative), ties half: the area under the ROC curve
+    (`mappa.core.auc`)."""
+    return core_auc(scores.to_numpy(dtype=float), positive.to_numpy(dtype=bool))
