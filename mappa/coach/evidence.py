@@ -16,8 +16,9 @@ action (the template's context):
     final      The team's final answer: the trajectory's final answer as the env extracted it, one line
 
 In a question, `${answer}` is the reference answer (with ground truth only), `${final}` the team's
-final answer and `${wrong_final}` the team's final answer where it is wrong (with ground truth only;
-"(none)" where the team was right or gave none).
+final answer and `${wrong_final}` the team's final answer where it is wrong (with ground truth only). A
+question whose placeholder has no value (no final answer; for `${wrong_final}` also a right one) is not
+asked but answered No by rule (`mappa.coach.criteria.missing_value`).
 
 Measured with Qwen2.5-Coder-0.5B (pairwise AUC against the rubric, `benchmarks/coach_signal.py`;
 mathchat-facts on 1,728 stored actions of six learning runs: executor 0.89, solver 0.92, verifier 0.97): a

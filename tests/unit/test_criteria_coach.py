@@ -148,19 +148,62 @@ def test_the_rationale_shows_each_question_as_the_coach_read_it(trajectory):
 
 
 def test_wrong_final_names_the_teams_answer_only_when_it_is_wrong():
-    """`${wrong_final}` is the team's final answer when it is wrong, "(none)" when it is right or missing,
-    so the solver's `(no)` question about it never reads like its yes question about `${answer}` (which
-    cancelled that question for every right team); it needs ground truth, as `${answer}` does."""
-    from mappa.coach.criteria import question_chat
+    """`${wrong_final}` is the team's final answer when it is wrong and has no value when it is right or
+    missing (`missing_value`), so the solver's `(no)` question about it never reads like its yes question
+    about `${answer}` (which cancelled that question for every right team); it needs ground truth, as
+    `${answer}` does."""
+    from mappa.coach.criteria import missing_value, question_chat
 
     question = "[response] (no) Does the text contain the number ${wrong_final}?"
 
+    def request(trajectory, ground_truth=True):
+        return build_requests(trajectory, "task", ROLES, "mathchat-facts", ground_truth)[0]
+
     def asked(trajectory, ground_truth=True):
-        request = build_requests(trajectory, "task", ROLES, "mathchat-facts", ground_truth)[0]
-        return question_chat(request, question)[1]["content"].split("QUESTION: ")[1].split("\n")[0]
+        chat = question_chat(request(trajectory, ground_truth), question)
+        return chat[1]["content"].split("QUESTION: ")[1].split("\n")[0]
 
     assert asked(_trajectory(final="12", correct=False)) == "Does the text contain the number 12?"
-    assert asked(_trajectory(final="14", correct=True)) == "Does the text contain the number (none)?"
-    assert asked(_trajectory(final=None, correct=False)) == "Does the text contain the number (none)?"
+    assert missing_value(request(_trajectory(final="12", correct=False)), question) is None
+    assert missing_value(request(_trajectory(final="14", correct=True)), question) == "${wrong_final}"
+    assert missing_value(request(_trajectory(final=None, correct=False)), question) == "${wrong_final}"
     with pytest.raises(ValueError, match=r"names \$\{wrong_final\}.*set coach.use_ground_truth=true"):
         asked(_trajectory(final="12", correct=False), ground_truth=False)
+
+
+def test_a_question_whose_placeholder_has_no_value_is_answered_no_by_rule_not_asked():
+    """A question like "Did the program print the number (none)?" is never put to the model: one naming
+    `${final}` without a final answer, or `${wrong_final}` for a right team, gets P(Yes) = 0 by rule (a
+    `(no)` question its full credit), and the rationale says so; with every question ruled, no model call
+    at all (parse status `rule`)."""
+    template = parse_template(
+        TEMPLATE.replace("<<scoring>>", "${reference}\n<<scoring>>")
+        .replace("solver: Q-solver-1?", "solver: Q-solver-1?\nsolver: (no) Holds ${wrong_final}?")
+        .replace("verifier: Q-verifier-1?\n", "")
+        .replace("verifier: Q-verifier-2?", "verifier: Printed ${final}?")
+    )
+    asked = []
+
+    async def logprob_fn(groups, candidates):
+        questions = [chat[-1]["content"].split("QUESTION: ")[1].split("\n")[0] for g in groups for chat in g]
+        asked.extend(questions)
+        return [[[math.log(0.4), math.log(0.6)] for _ in group] for group in groups]  # P(Yes) 0.4 each
+
+    def scores(trajectory):
+        requests = build_requests(trajectory, "task", ROLES, template, use_ground_truth=True)
+        return asyncio.run(CriteriaCoach(logprob_fn, "m", template).score(requests))
+
+    right = scores(_trajectory(final="14", correct=True))
+    assert asked == ["Q-solver-1?", "Printed 14?"]  # the right team's wrong answer: none to ask about
+    assert right[0].score == pytest.approx(10 * (0.4 + 1.0) / 2)  # 0.4, and the (no) question's full credit
+    assert right[0].criteria == {"Q-solver-1?": 0.4, "(no) Holds ${wrong_final}?": 0.0}
+    assert "P(yes)=0 by rule, not asked (no value for ${wrong_final}) (good answer: no)" in right[0].rationale
+    asked.clear()
+    silent = scores(_trajectory(final=None, correct=False))
+    assert asked == ["Q-solver-1?"]  # no final answer: neither placeholder has a value
+    assert silent[2].score == 0.0 and silent[2].parse_status == "rule"  # the verifier: nothing to ask
+    assert "no value for ${final}" in silent[2].rationale and "(none)" not in silent[2].rationale
+    asked.clear()
+    wrong = scores(_trajectory(final="12", correct=False))
+    assert asked == ["Q-solver-1?", "Holds 12?", "Printed 12?"]
+    assert wrong[0].score == pytest.approx(10 * (0.4 + 0.6) / 2)
