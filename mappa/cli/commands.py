@@ -1,26 +1,20 @@
-"""What each `mappa` command does (train, resume, retry, inspect, evaluate, rescore, serve, models), and
-how a run that stops is reported: one line naming the stage, the log and the command that continues it.
-Arguments are `mappa.cli.parser`'s; output goes through `mappa.cli.render`.
+"""What each `mappa` command does (train, resume, retry, evaluate, rescore, serve, models; inspect and runs:
+`mappa.cli.inspect_run`), and how a run that stops is reported: one line naming the stage, the log and the
+command that continues it. Arguments are `mappa.cli.parser`'s; output goes through `mappa.cli.render`.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from rich.markup import escape
-
 from mappa.cli.render import (
-    _frame_table,
     console,
+    note,
     print_comparison,
     print_evaluation,
-    print_evaluations,
-    print_plot,
     print_summary,
-    print_trajectory,
 )
 from mappa.config import load_config
 from mappa.core.errors import error_line
@@ -60,11 +54,6 @@ def cmd_train(args: argparse.Namespace) -> int:
         return code
     print_summary(summary)
     return 0
-
-
-def note(text: str) -> None:
-    """A pre-flight note on the terminal (dim, no markup read from it)."""
-    console.print(f"[dim]{escape(text)}[/dim]", highlight=False)
 
 
 def run_logged(
@@ -215,49 +204,6 @@ def flow_run_target(flow_run_id) -> tuple[str, str]:
             parameters.get("config_path"), list(parameters.get("overrides") or [])
         ).storage.root
     return parameters["run_id"], root
-
-
-def cmd_inspect(args: argparse.Namespace) -> int:
-    import pandas as pd
-
-    from mappa.stages.report import kind_rows_of
-    from mappa.storage import run_view
-    from mappa.storage.checkpoints import pruned_note
-    from mappa.storage.run import Run
-
-    run = Run.open(args.root, args.run_id)
-    if args.coaches:
-        from mappa.stages.rescore import comparison_rows, rescore_names
-
-        rows = [row for name in rescore_names(run) for row in comparison_rows(run, name)]
-        print_comparison(rows)
-        if args.plot and rows:
-            from mappa.storage.coach_plot import plot_coach_comparison
-
-            plot_coach_comparison(rows, args.plot, title=f"run {run.run_id}: coaches")
-            console.print(f"coach comparison: {os.path.abspath(args.plot)}", markup=False)
-    elif args.evaluations:
-        print_evaluations(run)
-    elif args.plot:
-        print_plot(run, args.plot)
-    elif args.trajectory:
-        print_trajectory(run_view.find_trajectory(run, args.trajectory))
-    elif args.iteration is not None:
-        frame = run_view.scored_actions(run, args.iteration)
-        pruned = pruned_note(run, args.iteration)
-        if pruned:
-            note(pruned)
-        console.print(_frame_table(f"iteration {args.iteration}: agents", run_view.agent_stats(frame)))
-        kinds = kind_rows_of(run, args.iteration)
-        if kinds:
-            console.print(_frame_table(f"iteration {args.iteration}: by task kind", pd.DataFrame(kinds)))
-        low, high = run_view.extreme_actions(frame)
-        columns = ["action_id", "agent", "score", "rationale"]
-        console.print(_frame_table("lowest scored actions", low[columns]))
-        console.print(_frame_table("highest scored actions", high[columns]))
-    else:
-        console.print(_frame_table(f"run {run.run_id}", pd.DataFrame(run_view.iteration_rows(run))))
-    return 0
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:

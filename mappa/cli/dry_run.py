@@ -29,7 +29,7 @@ def train_overrides(args: argparse.Namespace) -> list[str]:
 def dry_run(config: RunConfig, run_id: str | None) -> int:
     """Print the resolved config and the pre-flight's notes and verdict; 0 when the run could start (a
     problem raises, for `main`'s `error:` line)."""
-    from mappa.cli.commands import note
+    from mappa.cli.render import note
     from mappa.preflight import check_before_run
     from mappa.storage.run import Run, validate_run_id
 

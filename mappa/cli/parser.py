@@ -6,7 +6,6 @@ import argparse
 
 from mappa.cli.commands import (
     cmd_evaluate,
-    cmd_inspect,
     cmd_models,
     cmd_rescore,
     cmd_resume,
@@ -14,8 +13,10 @@ from mappa.cli.commands import (
     cmd_serve,
     cmd_train,
 )
+from mappa.cli.inspect_run import cmd_inspect, cmd_runs
 
 DEBUG_HELP = "print tracebacks and raise errors (they are always in the run's log file, ROOT/RUN_ID/logs/)"
+ROOT_HELP = "the runs' storage root: a folder (relative to the working directory) or a URL (default: runs)"
 DESCRIPTION = "The `mappa` command: train | resume | retry | inspect | evaluate | rescore | serve | models."
 
 
@@ -60,16 +61,24 @@ def build_parser() -> argparse.ArgumentParser:
     retry.add_argument("--debug", action="store_true", help=DEBUG_HELP)
     retry.set_defaults(func=cmd_retry)
     inspect = sub.add_parser("inspect", help="show a run's iterations, agent scores, a trajectory or curves")
-    inspect.add_argument("run_id")
-    inspect.add_argument("--root", default="runs", help="the run's storage root (default: runs)")
     inspect.add_argument(
-        "--iteration", type=int, help="per-agent stats and the lowest/highest scored actions"
+        "run_id", nargs="?", help="the run (without it: the runs under --root, as `mappa runs`)"
     )
-    inspect.add_argument("--trajectory", help="one trajectory, action by action, with scores and tool output")
+    inspect.add_argument("--root", default="runs", help=ROOT_HELP)
+    inspect.add_argument(
+        "--iteration", type=int, help="per-agent coach scores and the lowest/highest scored actions"
+    )
+    inspect.add_argument(
+        "--trajectory",
+        metavar="ID",
+        help="one trajectory, action by action: scores, tool output and the advantage that trained each "
+        "action (a trajectory id, or an action id as --iteration prints them)",
+    )
     inspect.add_argument(
         "--evaluations",
         action="store_true",
-        help="every held-out evaluation side by side, and the change per seat from the first to the last",
+        help="every held-out evaluation side by side (the env's grading, strict and flexible), and the "
+        "change from the first to the last, per kind and per seat",
     )
     inspect.add_argument(
         "--plot", metavar="FILE", help="write score, KL, loss and success-rate curves as a PNG to FILE"
@@ -77,10 +86,13 @@ def build_parser() -> argparse.ArgumentParser:
     inspect.add_argument(
         "--coaches",
         action="store_true",
-        help="how each re-scoring (mappa rescore) agrees with the run's coach and separates success from "
-        "failure (with --plot FILE: as a PNG)",
+        help="per seat, how the run's coach scores separate the actions of successful and failed teams "
+        "(AUC); then how each re-scoring (mappa rescore) agrees with it (with --plot FILE: as a PNG)",
     )
     inspect.set_defaults(func=cmd_inspect)
+    runs = sub.add_parser("runs", help="list the runs under a storage root, newest first, with their status")
+    runs.add_argument("--root", default="runs", help=ROOT_HELP)
+    runs.set_defaults(func=cmd_runs)
     rescore = sub.add_parser(
         "rescore", help="score a run's stored trajectories again with another coach (no new rollout)"
     )

@@ -15,6 +15,11 @@ from mappa.core.types import tool_result_from_record
 console = Console(soft_wrap=True)
 
 
+def note(text: str) -> None:
+    """A note on the terminal (dim, no markup read from it): the pre-flight's, a pruned iteration's."""
+    console.print(f"[dim]{escape(text)}[/dim]", highlight=False)
+
+
 def print_evaluations(run) -> None:
     """Every evaluation of the run side by side (base first), one table per problem set (the run's held-out
     set, then each `mappa evaluate --eval-data` set), and what changed from the first to the last: success
@@ -37,7 +42,9 @@ def print_evaluation_set(run, title: str, stage: str) -> bool:
     rows = evaluation_summaries(run, stage)
     if not rows:
         return False
-    console.print(_frame_table(f"run {run.run_id}: {title} evaluations", pd.DataFrame(rows)))
+    frame = pd.DataFrame(rows).rename(columns=SUCCESS_LABELS)
+    caption = "; ".join(text for key, text in SUCCESS_NOTES.items() if SUCCESS_LABELS[key] in frame)
+    console.print(_frame_table(f"run {run.run_id}: {title} evaluations", frame, caption))
     if len(rows) > 1:
         first, last = rows[0], rows[-1]
         seats = [key for key in first if key.endswith(" did its part") and key in last]
@@ -45,7 +52,8 @@ def print_evaluation_set(run, title: str, stage: str) -> bool:
             f"{seat.removesuffix(' did its part')} {first[seat]:.0%} -> {last[seat]:.0%}" for seat in seats
         ]
         console.print(
-            f"{title} success {first['evaluation']} -> {last['evaluation']}: {first['success']:.1%} -> "
+            f"{title} success (env's grading) {first['evaluation']} -> {last['evaluation']}: "
+            f"{first['success']:.1%} -> "
             f"{last['success']:.1%} ({100 * (last['success'] - first['success']):+.1f} points)"
             + (f"; per seat, problems where it did its part: {', '.join(changes)}" if changes else ""),
             highlight=False,
@@ -57,6 +65,19 @@ def print_evaluation_set(run, title: str, stage: str) -> bool:
     return True
 
 
+SUCCESS_LABELS = {
+    "success": "success (env's grading)",
+    "success_strict": "strict (\\boxed{})",
+    "success_flexible": "flexible (last number)",
+}
+"""The evaluation tables' names for `evaluation_summaries`' success columns."""
+SUCCESS_NOTES = {
+    "success": "success: the team's final answer as the env reads and grades it (env.answer_format)",
+    "success_strict": "strict: only an answer in the verifier's last \\boxed{} counts",
+    "success_flexible": "flexible: the env's answer, else the reply's last number (lm-eval's flexible)",
+}
+
+
 def print_change(run, first: int, last: int, stage: str, title: str) -> None:
     """Right before and after, overall and per kind of problem, with each change's 95% interval over
     problems and the problems gained and lost; a kind significantly worse is marked WORSE."""
@@ -65,15 +86,15 @@ def print_change(run, first: int, last: int, stage: str, title: str) -> None:
     rows = evaluation_change(run, first, last, stage)
     width = max(len(row["kind"]) for row in rows)
     lines = [
-        f"{title}, per kind of problem (right before -> after; change in points [95% interval over problems])"
+        f"{title}, per kind of problem (right before -> after, env's grading; change in points [95% interval "
+        "over problems])"
     ]
     for row in rows:
         low, high = (100 * bound for bound in row["ci95"])
         lines.append(
             f"  {row['kind']:<{width}}  {row['before']:>4} -> {row['after']:<4} of {row['problems']:<4} "
             f"{100 * row['change']:+6.1f} [{low:+.1f}, {high:+.1f}]  "
-            f"gained {row['gained']}, lost {row['lost']}"
-            + ("  WORSE" if row["worse"] else "")
+            f"gained {row['gained']}, lost {row['lost']}" + ("  WORSE" if row["worse"] else "")
         )
     console.print("\n".join(lines), markup=False, highlight=False)
 
@@ -92,24 +113,42 @@ def print_plot(run, path: str) -> None:
     console.print(f"curves of {frame['iteration'].nunique()} iteration(s): {target.resolve()}", markup=False)
 
 
-def _frame_table(title: str, frame) -> Table:
-    table = Table(title=title)
+def _frame_table(title: str, frame, caption: str | None = None) -> Table:
+    """A data frame as a table: floats to 3 decimals, a missing value (None, NaN) as `-`."""
+    table = Table(title=title, caption=caption, caption_justify="left")
     for column in frame.columns:
-        table.add_column(str(column), overflow="fold")
+        table.add_column(escape(str(column)), overflow="fold")
     for row in frame.itertuples(index=False):
-        table.add_row(*(f"{v:.3f}" if isinstance(v, float) else str(v) for v in row))
+        table.add_row(*(escape(_cell(v)) for v in row))
     return table
 
 
-def print_trajectory(frame) -> None:
+def _cell(value: Any) -> str:
+    if value is None or (isinstance(value, float) and value != value):
+        return "-"
+    return f"{value:.3f}" if isinstance(value, float) else str(value)
+
+
+def print_trajectory(frame, asked: int | None, trained: dict[str, str]) -> None:
+    """One trajectory, action by action (the action `asked` for marked): what each agent saw and wrote,
+    its tool run, the coach's raw score and rationale, and what trained it (`training_note`'s columns:
+    reward, return, mean advantage; `trained` says why an action without them has none, per agent)."""
     first = frame.iloc[0]
-    console.print(f"[bold]{first['trajectory_id']}[/bold]  problem: {first['question']}")
+    final = first["final_answer"] if isinstance(first["final_answer"], str) else None
     console.print(
-        f"reference {first['gold_answer']}, final answer {first['final_answer']}, correct {first['correct']}"
+        f"[bold]{escape(str(first['trajectory_id']))}[/bold] (iteration {first['iteration']})  "
+        f"problem: {escape(str(first['question']))}"
     )
+    answer = f"final answer {final}" if final else "no final answer"
+    verdict = "graded right" if first["correct"] else "graded wrong"
+    console.print(f"reference {first['gold_answer']}; {answer} ({verdict} by the env)", markup=False)
     for row in frame.to_dict("records"):
+        mark = ">> " if asked is not None and int(row["index"]) == asked else ""
         console.rule(
-            f"{row['agent']} turn {row['turn']}: coach score {row['score']:.2f} ({row['parse_status']})"
+            escape(
+                f"{mark}{row['agent']} turn {row['turn']} (action {row['action_id']}): coach score "
+                f"{_cell(row['score'])} ({row['parse_status']}); {training_note(row, trained)}"
+            )
         )
         console.print(f"input: {row['observation'][-600:]}", markup=False)
         console.print(f"output: {row['response']}", markup=False)
@@ -121,12 +160,63 @@ def print_trajectory(frame) -> None:
         console.print(f"coach: {row['rationale']}", markup=False)
 
 
+def training_note(row: dict[str, Any], trained: dict[str, str]) -> str:
+    """What trained one action: the reward its coach score became, the return at its first token and the
+    mean advantage over its tokens; or why it has none (`trained[agent]`)."""
+    advantage = row.get("mean_advantage")
+    if advantage is None or advantage != advantage:
+        return trained.get(row["agent"], "no advantage")
+    unscored = " (unscored: no advantage)" if row["parse_status"] == "fallback" else ""
+    return (
+        f"reward {row['reward']:+.3f}, return {row['return']:+.3f}, advantage {advantage:+.3f} "
+        f"(mean over {int(row['tokens'])} tokens){unscored}"
+    )
+
+
+SEPARATION_MEANING = (
+    "AUC: does the run's coach rank the actions of successful teams above those of failed ones? The chance "
+    "that an action of a team the env graded right scored above one of a team graded wrong (ties half); 0.5 "
+    "is chance, 1 every one above. Unscored actions (parse status fallback) are left out."
+)
+SEPARATION_LIMIT = (
+    "Its limit: agreement with the outcome is not blame accuracy. A seat whose good work ends in a failed "
+    "team (a right solver before a wrong program) lowers it under a fair coach, a coach that saw the "
+    "reference answer follows outcomes by construction, and a high AUC says nothing about which seat got "
+    "the credit."
+)
+
+
+def print_coach_separation(run_id: str, rows: list[dict[str, Any]]) -> None:
+    """Per seat, per iteration and pooled: how the run's own coach scores separate success from failure
+    (`mappa.storage.coach_separation`), with what it means and what it does not."""
+    import pandas as pd
+
+    if not rows:
+        console.print(f"run {run_id} has no scored iteration yet: no coach scores to judge", markup=False)
+        return
+    frame = pd.DataFrame(rows).rename(
+        columns={
+            "auc": "AUC",
+            "n_success": "actions of successful teams",
+            "n_failed": "actions of failed teams",
+            "n_unscored": "unscored, left out",
+        }
+    )
+    title = f"run {run_id}: its coach's scores against the team's outcome, per seat (iteration all: pooled)"
+    console.print(_frame_table(title, frame, SEPARATION_MEANING))
+    console.print(SEPARATION_LIMIT, markup=False, highlight=False)
+
+
 def print_comparison(rows: list[dict[str, Any]]) -> None:
     """The coach comparison table(s): per agent, then per agent and task kind where there are kinds."""
     import pandas as pd
 
     if not rows:
-        console.print("no re-scoring to compare yet: run `mappa rescore RUN_ID --as NAME --set coach...`")
+        console.print(
+            "no re-scoring to compare with: `mappa rescore RUN_ID --as NAME --set coach.<field>=...` scores "
+            "the same actions with another coach",
+            markup=False,
+        )
         return
     frame = pd.DataFrame(rows)
     per_agent = frame[frame["kind"].isna()] if "kind" in frame else frame
@@ -149,15 +239,49 @@ def print_evaluation(manifest: dict[str, Any], rows: list[dict[str, Any]]) -> No
         cells = (row["question"], row["gold_answer"], answer, "yes" if row["correct"] else "no")
         table.add_row(*(escape(str(c)) for c in cells))
     console.print(table)
+    other = [
+        f"{name} {manifest[key]:.0%}"
+        for name, key in (("strict \\boxed{}", "success_rate_boxed"), ("flexible", "success_rate_flexible"))
+        if manifest.get(key) is not None
+    ]
     console.print(
-        f"success rate {manifest['success_rate']:.0%} ({manifest['correct']}/{manifest['problems']})"
-        f"{' (already evaluated)' if manifest.get('skipped') else ''}; results: {manifest['output']}"
+        f"success rate {manifest['success_rate']:.0%} ({manifest['correct']}/{manifest['problems']}, "
+        f"the env's grading{'; ' + ', '.join(other) if other else ''})"
+        f"{' (already evaluated)' if manifest.get('skipped') else ''}; results: {manifest['output']}",
+        markup=False,
     )
     if manifest.get("dropped_for_overlap"):
         console.print(
             f"{manifest['dropped_for_overlap']} held-out problem(s) repeating training problems were left "
             f"out (env.overlap=drop; the list: ROOT/RUN_ID/data_overlap.json)"
         )
+
+
+def print_runs(root_url: str, statuses: list) -> None:
+    """The runs under a root (`mappa.storage.run_list.RunStatus`), newest first."""
+    if not statuses:
+        console.print(f"no runs under {root_url} (no folder there holds a config.yaml)", markup=False)
+        return
+    table = Table(title=f"runs under {escape(root_url)}, newest first")
+    for column in ("run", "config", "started (UTC)", "iterations", "last finished", "evaluations"):
+        table.add_column(column, overflow="fold")
+    for run in statuses:
+        configured = "?" if run.configured_iterations is None else str(run.configured_iterations)
+        last = run.last_finished or "-"
+        if run.failed:
+            last += f"; then failed in {run.failed}"
+        iterations = f"{run.finished_iterations} / {configured}"
+        cells = (
+            run.run_id,
+            run.config or "?",
+            run.started or "-",
+            iterations,
+            last,
+            run.evaluations or "none",
+        )
+        table.add_row(*(escape(str(c)) for c in cells))
+    console.print(table)
+    console.print("iterations: finished / configured; `mappa inspect RUN_ID --root ROOT` shows one run")
 
 
 def print_summary(summary: dict[str, Any]) -> None:

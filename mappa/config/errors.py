@@ -1,5 +1,5 @@
 """How a config's validation errors read: one line per problem, naming the dotted field, where it was
-written (the file or `--set`) for a field nobody knows, what is wrong (pydantic's "Value error, " prefix
+written (`--set`, or the file for a field nobody knows), what is wrong (pydantic's "Value error, " prefix
 left out) and the fix: for a misspelt key, the closest valid name of its section ("did you mean ...").
 
 Not covered: the checks made after validation (data files, models, sandbox: `mappa.preflight`).
@@ -28,7 +28,9 @@ def format_validation_error(
     lines = [f"{origins.source} is not valid ({exc.error_count()} problem(s)):"]
     for err in exc.errors():
         field = ".".join(str(p) for p in err["loc"]) or "(top level)"
-        lines.append(f"  - {field}: {_message(err)}{_hint(err, origins, data or {})}")
+        written = err["loc"] and err["type"] != "extra_forbidden" and origins.set_by_user(field)
+        where = " (written with --set)" if written else ""  # (an unknown field's hint says where)
+        lines.append(f"  - {field}: {_message(err)}{where}{_hint(err, origins, data or {})}")
     return "\n".join(lines)
 
 

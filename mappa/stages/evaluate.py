@@ -97,9 +97,10 @@ def evaluation_complete(run: Run, iteration: int, stage: str = STAGE_NAME) -> bo
 
 
 def evaluation_summaries(run: Run, stage: str = STAGE_NAME) -> list[dict[str, Any]]:
-    """Every finished evaluation of the run by `stage` (one problem set), base first: its label,
-    problems, success rate (strict and flexible) and each seat's share of problems where it did its part
-    (`by_seat`)."""
+    """Every finished evaluation of the run by `stage` (one problem set), base first: its label, problems,
+    `success` (the env's grading, `correct`), where the env records them `success_strict` (only a
+    `\\boxed{}` answer counts: `correct_boxed`) and `success_flexible` (the env's answer, else the reply's
+    last number: `correct_flexible`), and each seat's share of problems where it did its part (`by_seat`)."""
     rows = []
     for iteration in finished_evaluations(run, stage):
         manifest = run.read_manifest(iteration, stage)
@@ -109,11 +110,20 @@ def evaluation_summaries(run: Run, stage: str = STAGE_NAME) -> list[dict[str, An
                 "evaluation": manifest["label"],
                 "problems": manifest["problems"],
                 "success": manifest["success_rate"],
+                **_present("success_strict", _strict_rate(run, iteration, stage, manifest)),
                 **_present("success_flexible", manifest.get("success_rate_flexible")),  # the env's, if any
                 **{f"{seat} did its part": by_seat[seat] for seat in run.config.agents if seat in by_seat},
             }
         )
     return rows
+
+
+def _strict_rate(run: Run, iteration: int, stage: str, manifest: dict[str, Any]) -> float | None:
+    """The manifest's `success_rate_boxed`, or (an evaluation written before the manifest held it) the mean
+    of the results' `correct_boxed`; None where the env records no strict grading."""
+    if "success_rate_boxed" in manifest:
+        return manifest["success_rate_boxed"]
+    return _mean(run.store.read_parquet(*output_parts(run, iteration, stage)), "correct_boxed")
 
 
 def finished_evaluations(run: Run, stage: str = STAGE_NAME) -> list[int]:

@@ -15,6 +15,7 @@ and write, and when a stage is complete: `mappa.stages` (its registry and `mappa
 from __future__ import annotations
 
 import contextlib
+import difflib
 import hashlib
 import os
 import re
@@ -121,7 +122,7 @@ class Run:
         run = cls(store, run_id, _stored_config(store, run_id))
         if run.config.config_hash() != config.config_hash():
             raise ValueError(
-                f"run {run_id} under {config.storage.root} was started with a different config; "
+                f"run {run_id} under {store.url()} was started with a different config; "
                 f"resume it with `mappa resume {run_id}` or pick a new --run-id"
             )
         return run
@@ -132,9 +133,7 @@ class Run:
         validate_run_id(run_id)
         store = ArtifactStore(root)
         if not store.exists(run_id, "config.yaml"):
-            raise FileNotFoundError(
-                f"no run {run_id} under {root} (no config.yaml); check --root and the run id"
-            )
+            raise FileNotFoundError(_no_run(store, root, run_id))
         return cls(store, run_id, _stored_config(store, run_id, root))
 
     def parts(self, iteration: int, stage: str, name: str) -> tuple[str, ...]:
@@ -222,6 +221,20 @@ class Run:
             for name in self.store.list(self.run_id, "events")
             if name.endswith(".json")  # (re-scorings made before this was fixed left folders)
         ]
+
+
+def _no_run(store: ArtifactStore, root: str, run_id: str) -> str:
+    """Why `Run.open` found no run: the absolute folder searched (a relative --root is relative to the
+    working directory), and the run ids there that look like `run_id`."""
+    where = f"{store.url()}" + ("" if store.url() == root else f" (--root {root})")
+    if not store.exists():
+        return f"no run {run_id}: the folder {where} does not exist; pass --root the storage root of the run"
+    close = difflib.get_close_matches(run_id, store.list(), n=3, cutoff=0.6)
+    hint = f"did you mean {' or '.join(close)}? " if close else ""
+    return (
+        f"no run {run_id} under {where} (no {store.url(run_id, 'config.yaml')}); {hint}"
+        f"`mappa runs --root {root}` lists the runs there"
+    )
 
 
 def _stored_config(store: ArtifactStore, run_id: str, root: str | None = None) -> RunConfig:

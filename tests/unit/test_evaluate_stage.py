@@ -83,7 +83,7 @@ def test_each_seat_is_checked_for_its_part_and_summed_over_evaluations(trajector
         )
     assert main(["inspect", "seats", "--root", str(tmp_path), "--evaluations"]) == 0
     printed = capsys.readouterr().out
-    assert "held-out success base -> iter-0002: 100.0% -> 100.0% (+0.0 points)" in printed
+    assert "held-out success (env's grading) base -> iter-0002: 100.0% -> 100.0% (+0.0 points)" in printed
     assert "solver 100% -> 100%, executor 0% -> 100%, verifier 100% -> 100%" in printed
 
 

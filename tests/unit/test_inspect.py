@@ -31,7 +31,13 @@ def test_iteration_rows_agent_stats_and_extremes(tmp_path, trajectory):
     run = write_run(tmp_path, trajectory)
     rows = run_view.iteration_rows(run)
     assert rows == [
-        {"iteration": 0, "success_rate": 1.0, "actions": 4, "mean_score": 4.5, "finished stages": "rollout"}
+        {
+            "iteration": 0,
+            "training success (sampled)": 1.0,
+            "actions": 4,
+            "mean coach score": 4.5,
+            "finished stages": "rollout",
+        }
     ]
     frame = run_view.scored_actions(run, 0)
     stats = run_view.agent_stats(frame).set_index("agent")
@@ -46,7 +52,7 @@ def test_cli_prints_a_trajectory_and_names_a_missing_one(tmp_path, trajectory, c
     out = capsys.readouterr().out
     assert "What is 2+2?" in out and "tool: exit 1" in out and "why 2" in out
     assert main(["inspect", "r1", "--root", str(tmp_path), "--trajectory", "t9"]) == 2
-    assert "no trajectory t9" in capsys.readouterr().out
+    assert "no trajectory or action t9" in capsys.readouterr().out
     assert main(["inspect", "r1", "--root", str(tmp_path), "--iteration", "0"]) == 0
 
 
