@@ -16,13 +16,7 @@ def pair(coach, seat, original, corrupted, target, did_part=None):
 def test_the_corrupted_seat_must_drop_strictly_more_than_every_other_seat():
     # the executor printed a wrong number: it fell 8 -> 1 (7); the solver upstream fell 1 (its text is the
     # same: the coach read the outcome), the verifier, who copied the number, fell 6
-    blamed = pair(
-        "llm",
-        "executor",
-        {"solver": 7, "executor": 8, "verifier": 9},
-        {"solver": 6, "executor": 1, "verifier": 3},
-        (8, 1),
-    )
+    blamed = pair("llm", "executor", (7, 8, 9), (6, 1, 3), (8, 1))
     assert blamed.drops() == {"solver": 1, "executor": 7, "verifier": 6} and blamed.blamed()
     assert blamed.innocent_drops() == {"upstream": [1], "downstream": [6]}
     # outcome-only: every seat 10 -> 0, a tie everywhere: not blamed
