@@ -1,4 +1,4 @@
-"""The `mappa` command: train | resume | retry | inspect | evaluate | rescore | serve | models.
+"""The `mappa` command: train | resume | retry | inspect | runs | evaluate | rescore | serve | models.
 
 `mappa train CONFIG --set k=v --run-id ID` validates the config before anything starts, runs the Prefect
 flow in this process (against PREFECT_API_URL when set, else Prefect's embedded server; Ray workers never
@@ -6,10 +6,10 @@ talk to Prefect, so no per-worker servers start), streams one line per stage and
 agent (mean coach score, KL, loss) and per iteration (success rate, stage times). With `--dry-run` it
 stops after the pre-flight, having printed the resolved config and the verdict.
 
-The package: `parser` (the arguments), `commands` (what each command does), `dry_run` (the config a train
-runs with, and the dry run), `render` (tables and text on the console); the checks before a run are
-`mappa.preflight`'s. This module holds `main`: the one place
-that turns a bad input into one `error:` line and exit code 2.
+The package: `parser` (the arguments), `commands` (what each command does; `inspect_run`: inspect and runs),
+`dry_run` (the config a train runs with, and the dry run), `render` (tables and text on the console); the
+checks before a run are `mappa.preflight`'s. This module holds `main`: the one place that turns a bad
+input into one `error:` line and exit code 2.
 """
 
 from __future__ import annotations

@@ -65,6 +65,7 @@ DROPPED = {"$@"}  # demo.sh's pass-through of its own arguments
 PARSED_ONLY = {
     "evaluate": "needs a trained run's checkpoint (and --eval-data names a problem file of yours)",
     "inspect": "reads a run's files; no config or settings to validate",
+    "runs": "lists a storage root's runs; no config or settings to validate",
     "serve": "no config or settings to validate",
     "models": "no config or settings to validate",
     "resume": "no --set: nothing to validate",
