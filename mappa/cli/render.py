@@ -301,7 +301,7 @@ def print_summary(summary: dict[str, Any]) -> None:
                 f"{row['grad_norm']:.3f}",
             )
     iterations = Table(title="iterations")
-    for column in ("iteration", "success rate", *(f"{stage} s" for stage in TRAINING)):
+    for column in ("iteration", "training success (sampled)", *(f"{stage} s" for stage in TRAINING)):
         iterations.add_column(column, justify="right")
     for row in summary["iterations"]:
         t = row["seconds"]
