@@ -209,6 +209,12 @@ def result_columns(trajectory: Trajectory) -> dict[str, Any]:
     }
 
 
+def _corruptions():
+    from mappa.envs.mathchat_corruptions import CORRUPTIONS
+
+    return CORRUPTIONS
+
+
 def _rubric() -> dict[str, SeatRule]:
     from mappa.envs.mathchat_rubric import RULES
 
@@ -230,4 +236,5 @@ SPEC = EnvSpec(
     result_columns=result_columns,
     seat_checks=seat_checks,
     stops=STOPS,
+    corruptions=_corruptions,
 )

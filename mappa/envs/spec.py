@@ -21,6 +21,8 @@ What a spec holds:
     result_columns  optional; the env's own columns of an evaluation's results, per graded trajectory
     seat_checks     optional; per seat, whether it did its part in a graded trajectory
     stops           optional; per seat, strings that end its generation
+    corruptions     optional; the env's own mistakes to plant for the blame check (`mappa.envs.corruption`;
+                    every env also gets the generic ones: empty, cut, echo)
 
 Not covered: loading (`mappa.envs.registry`), the coach's prompt (`mappa.coach.prompt`).
 """
@@ -34,6 +36,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from mappa.core.types import Action, Problem, Trajectory
+from mappa.envs.corruption import Corruption
 
 # (problems as (trajectory id, problem), agents by seat, sandbox limits, the env's config) -> trajectories
 RunFn = Callable[[list[tuple[str, Problem]], dict[str, Any], Any, Any], Awaitable[list[Trajectory]]]
@@ -84,6 +87,10 @@ class EnvSpec:
     so a change in held-out success can be traced to the agents whose part changed."""
     stops: dict[str, tuple[str, ...]] = field(default_factory=dict)
     """Per seat, strings that end its generation (kept in the output), e.g. a code block's closing fence."""
+    corruptions: Callable[[], tuple[Corruption, ...]] | None = None
+    """The env's own corruptions for the blame check (`mappa coach-check`): a deliberate mistake per seat's
+    role (MathChat: a wrong number in the solver's plan, a program that prints a wrong number or raises, a
+    wrong final answer). The generic ones (empty, cut, echo) apply to every env without this."""
 
     def __post_init__(self) -> None:
         problems = []

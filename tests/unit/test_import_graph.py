@@ -11,7 +11,7 @@ from pathlib import Path
 import mappa
 
 PACKAGE = Path(mappa.__file__).parent
-PURE_LAYERS = ("mappa.core", "mappa.envs", "mappa.coach", "mappa.trainer", "mappa.storage")
+PURE_LAYERS = ("mappa.core", "mappa.envs", "mappa.coach", "mappa.trainer", "mappa.storage", "mappa.blame")
 ORCHESTRATION = ("ray", "prefect")
 
 
