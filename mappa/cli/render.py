@@ -73,7 +73,7 @@ SUCCESS_LABELS = {
 """The evaluation tables' names for `evaluation_summaries`' success columns."""
 SUCCESS_NOTES = {
     "success": "success: the env's own grading of the team's result (its `correct`)",
-    "success_strict": "strict: only an answer in the verifier's last \\boxed{} counts",
+    "success_strict": "strict: only an answer in the last reply's \\boxed{} counts",
     "success_flexible": "flexible: the env's answer, else the reply's last number (lm-eval's flexible)",
 }
 

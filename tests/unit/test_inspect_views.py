@@ -124,7 +124,7 @@ def test_evaluations_show_the_envs_grading_strict_and_flexible_labelled(inspect,
     assert (
         "success (env's grading)" in out and "strict (\\boxed{})" in out and "flexible (last number)" in out
     )
-    assert "strict: only an answer in the verifier's last \\boxed{} counts" in out
+    assert "strict: only an answer in the last reply's \\boxed{} counts" in out
     assert "held-out success (env's grading) base -> iter-0000: 50.0% -> 50.0%" in out
 
 
