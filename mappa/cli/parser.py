@@ -14,10 +14,14 @@ from mappa.cli.commands import (
     cmd_train,
 )
 from mappa.cli.inspect_run import cmd_inspect, cmd_runs
+from mappa.cli.team import add_team_commands
 
 DEBUG_HELP = "print tracebacks and raise errors (they are always in the run's log file, ROOT/RUN_ID/logs/)"
 ROOT_HELP = "the runs' storage root: a folder (relative to the working directory) or a URL (default: runs)"
-DESCRIPTION = "The `mappa` command: train | resume | retry | inspect | evaluate | rescore | serve | models."
+DESCRIPTION = (
+    "The `mappa` command: train | resume | retry | inspect | evaluate | rescore | export | ask | serve | "
+    "models."
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -136,6 +140,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     evaluate.add_argument("--debug", action="store_true", help=DEBUG_HELP)
     evaluate.set_defaults(func=cmd_evaluate)
+    add_team_commands(sub)  # export, ask: mappa.cli.team
     serve = sub.add_parser(
         "serve", help="serve the train and evaluate deployments to the Prefect server (no work pool needed)"
     )

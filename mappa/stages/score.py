@@ -17,6 +17,7 @@ import time
 from dataclasses import replace
 from typing import Any
 
+from mappa.cluster.handles import WorkerHandle
 from mappa.cluster.ray_cluster import COACH, coach_worker, release_worker
 from mappa.coach.base import Coach
 from mappa.coach.build import build_coach, cache_settings
@@ -34,13 +35,18 @@ from mappa.storage.run import OUTPUTS, Run
 def local_coach_fns(run: Run, coach: CoachConfig, worker_name: str = COACH):
     """The local coach's batch chat (greedy generation) and next-token logprobs, on the worker
     `worker_name` of the run (the run's own coach, or a re-scoring's)."""
-    worker = coach_worker(run, coach.model, worker_name)
+    return coach_fns(coach_worker(run, coach.model, worker_name), coach, run.config.seed)
+
+
+def coach_fns(worker: WorkerHandle, coach: CoachConfig, seed: int):
+    """A local coach's batch chat (greedy generation) and next-token logprobs on `worker` (a Ray handle, or
+    one in this process: `mappa ask`)."""
     params = {
         "temperature": coach.temperature,
         "top_p": 1.0,
         "max_new_tokens": coach.max_new_tokens,
         "stop": [],
-        "seed": run.config.seed,
+        "seed": seed,
     }
 
     async def chat(chats: list[list[dict[str, str]]]) -> list[str]:
