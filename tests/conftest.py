@@ -101,7 +101,13 @@ def _plenty_of_memory(monkeypatch):
 
 # The test files that read the session's finished run (`mathchat_run`, about two minutes to build): one
 # pytest-xdist worker takes them all (FinishedRunTogether), so the run is built once, not on both workers.
-FINISHED_RUN_FILES = ("test_train_flow.py", "test_evaluate.py", "test_rescore.py", "test_team_export.py")
+FINISHED_RUN_FILES = (
+    "test_train_flow.py",
+    "test_evaluate.py",
+    "test_rescore.py",
+    "test_team_export.py",
+    "test_coach_check.py",
+)
 # The longest files (seconds on a 2-core machine, two workers), collected first so that the two pytest-xdist
 # workers of scripts/test.sh start them early and end together (longest first; pytest-xdist would otherwise
 # start the files with the most tests first); the rest keep their order.

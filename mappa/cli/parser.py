@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from mappa.cli.coach_check import add_coach_check_command
 from mappa.cli.commands import (
     cmd_evaluate,
     cmd_models,
@@ -141,6 +142,7 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--debug", action="store_true", help=DEBUG_HELP)
     evaluate.set_defaults(func=cmd_evaluate)
     add_team_commands(sub)  # export, ask: mappa.cli.team
+    add_coach_check_command(sub)  # coach-check: mappa.cli.coach_check
     serve = sub.add_parser(
         "serve", help="serve the train and evaluate deployments to the Prefect server (no work pool needed)"
     )

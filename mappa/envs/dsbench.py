@@ -247,6 +247,12 @@ def graded_figures(trajectory: Trajectory) -> dict[str, Any]:
     }
 
 
+def _corruptions():
+    from mappa.envs.dsbench_corruptions import CORRUPTIONS
+
+    return CORRUPTIONS
+
+
 def _rubric() -> dict[str, SeatRule]:
     from mappa.envs.dsbench_rubric import RULES
 
@@ -264,4 +270,5 @@ SPEC = EnvSpec(
     coach_template="dsbench",
     rubric=_rubric,
     result_columns=graded_figures,
+    corruptions=_corruptions,
 )

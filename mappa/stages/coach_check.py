@@ -1,7 +1,8 @@
 """The blame check of a run: corrupt one action at a time, replay, score with several coaches, compare.
 
 `check_blame(run, iteration, coaches, seats, problems)` takes the first `problems` trajectories (one per
-problem) of iteration `iteration`'s rollout, and for each seat in `seats` its first action: it replays the
+problem) of iteration `iteration`'s rollout, and for each seat in `seats` its last action (what the seats
+after it saw; DSBench's engineer may run several programs before it): it replays the
 trajectory with that action as stored (the original) and once per corruption the env declares or every
 env gets (`mappa.envs.corruption`), later actions generated anew, greedily, by the policy that rolled the
 iteration out (`mappa.blame.replay`). Every replay is scored by every coach (`coaches`: a name and the
@@ -66,15 +67,16 @@ def sample_trajectories(run: Run, iteration: int, problems: int) -> list[Traject
 
 
 def planned_replays(run: Run, trajectories: list[Trajectory], seats: list[str]) -> list[dict[str, Any]]:
-    """One plan per (trajectory, seat's first action, original or corruption): ids and the forced text."""
+    """One plan per (trajectory, seat's last action, original or corruption): ids and the forced text."""
     spec = get_env_spec(run.config.env.type)
     declared = spec.corruptions() if spec.corruptions else ()
     plans = []
     for trajectory in trajectories:
         for seat in seats:
-            action = next((a for a in trajectory.actions if a.agent == seat), None)
-            if action is None:
+            own = [a for a in trajectory.actions if a.agent == seat]
+            if not own:
                 continue
+            action = own[-1]  # its last: what the seats after it were shown
             variants = [(ORIGINAL, action.response)]
             variants += [(c.name, c.apply(action, trajectory)) for c in corruptions_for(declared, seat)]
             for name, text in variants:

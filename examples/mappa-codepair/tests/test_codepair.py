@@ -5,6 +5,7 @@ import pytest
 from mappa_codepair.env import _passed, _with_tests
 from mappa_codepair.tasks import load_tasks
 
+from mappa.agents.tool_calls import extract_python_block
 from mappa.sandbox import SandboxLimits, run_python
 
 LIMITS = SandboxLimits(timeout_s=30, memory_mb=1024)  # room for a busy machine: no test is about timeouts
@@ -34,3 +35,32 @@ def test_a_malformed_task_file_names_the_row_and_field(tmp_path):
     path.write_text('{"id": "a", "problem": "p", "answer": "x", "meta": {"entry_point": "f"}}\n')
     with pytest.raises(ValueError, match=r"row 1 lacks meta.example, meta.tests"):
         load_tasks(str(path))
+
+
+def test_the_blame_check_plants_this_packages_own_corruption():
+    """A corruption declared by a plug-in env is found through the registry, with no edit in mappa/."""
+    from mappa.core.types import Action, Trajectory
+    from mappa.envs.corruption import corruptions_for
+    from mappa.envs.registry import get_env_spec
+
+    spec = get_env_spec("codepair")  # the entry point this package registers
+    square = next(p for p in load_tasks("builtin:train") if p.id == "square")
+    coder = Action(
+        "t",
+        square.id,
+        "coder",
+        0,
+        0,
+        "",
+        "",
+        "```python\ndef square(x):\n    return x * x\n```\n",
+        (),
+        (),
+        (),
+    )
+    trajectory = Trajectory("t", square, (coder,), None, False)
+    found = corruptions_for(spec.corruptions(), "coder")
+    assert [c.name for c in found] == ["wrong-body", "empty", "cut", "echo"]
+    wrong = found[0].apply(coder, trajectory)
+    assert wrong == "```python\ndef square(x):\n    return None\n```\n"
+    assert hidden_tests_passed(extract_python_block(wrong), square) == 0

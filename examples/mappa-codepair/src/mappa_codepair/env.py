@@ -30,6 +30,7 @@ from pydantic import Field
 from mappa.agents.agent import Agent, Reply
 from mappa.agents.tool_calls import extract_python_block
 from mappa.core.types import Action, Problem, ToolResult, Trajectory
+from mappa.envs.corruption import Corruption
 from mappa.envs.feedback import clip, describe_result
 from mappa.envs.spec import EnvSection, EnvSpec
 from mappa.sandbox import SandboxLimits, run_programs_async
@@ -212,6 +213,21 @@ async def _run(problems, agents, limits, env: CodePairConfig) -> list[Trajectory
     return await run_codepair(problems, agents, limits, env.coder_turns)
 
 
+def _wrong_body(action: Action, trajectory: Trajectory) -> str | None:
+    """The Coder's function keeps its `def` line but returns None: every hidden test fails."""
+    code = extract_python_block(action.response)
+    header = next((line for line in (code or "").splitlines() if line.lstrip().startswith("def ")), None)
+    if header is None:
+        return None
+    indent = " " * (len(header) - len(header.lstrip()) + 4)
+    return action.response.replace(code, f"{header}\n{indent}return None")
+
+
+# for `mappa coach-check`: the blame check plants this mistake in the Coder's function; the generic ones
+# (empty, cut, echo) apply to both seats without being declared
+CORRUPTIONS = (Corruption("wrong-body", "coder", _wrong_body, "the Coder's function returns None"),)
+
+
 SPEC = EnvSpec(
     type="codepair",
     seats=SEATS,
@@ -224,4 +240,5 @@ SPEC = EnvSpec(
     result_columns=result_columns,
     seat_checks=seat_checks,
     stops={"coder": ("\n```\n",), "reviewer": ("\n```\n",)},
+    corruptions=lambda: CORRUPTIONS,
 )

@@ -1,0 +1,44 @@
+"""`mappa coach-check` on the session's finished tiny run: corruptions planted in each seat's first action,
+replays with the run's own weights (Ray workers), scored by two coaches, the report written under the run;
+a second check reuses the replays."""
+
+import json
+import shutil
+from pathlib import Path
+
+from mappa.cli import main
+from mappa.core.types import Trajectory
+from mappa.stages import coach_check
+from mappa.storage.run import Run
+
+
+def test_coach_check_replays_scores_and_reports(mathchat_run, tmp_path, capsys, monkeypatch):
+    from mappa import cli
+
+    monkeypatch.setattr(cli.console, "width", 200)
+    run, _, _ = mathchat_run
+    root = tmp_path / "runs"
+    shutil.copytree(Path(run.store.path(run.run_id)), root / run.run_id)
+    command = ["coach-check", run.run_id, "--root", str(root), "--problems", "2"]
+    command += ["--coach", "rubric", "--coach", "outcome"]
+
+    assert main(command) == 0
+    copy = Run.open(str(root), run.run_id)
+    report = json.loads(copy.store.read_text(run.run_id, "coach-check", "iter-0000", "report.json"))
+    assert report["problems"] == 2 and report["upstream_changed"] == 0
+    assert {(row["coach"], row["seat"]) for row in report["rows"]} == {
+        (coach, seat) for coach in ("rubric", "outcome") for seat in ("solver", "executor", "verifier")
+    }
+    outcome = [row for row in report["rows"] if row["coach"] == "outcome"]
+    assert all(row["blame_accuracy"] == 0.0 for row in outcome)  # the floor: every seat changes alike
+    replays = copy.store.read_parquet(run.run_id, "coach-check", "iter-0000", "replays.parquet")
+    originals = {t for t in replays["trajectory_id"] if t.endswith(":original")}
+    assert len(originals) == 2 * 3  # one per trajectory and seat
+    printed = capsys.readouterr().out
+    assert "blame acc." in printed and "rubric" in printed
+
+    def no_replays(*args) -> list[Trajectory]:
+        raise AssertionError("the stored replays should have been reused")
+
+    monkeypatch.setattr(coach_check, "run_replays", no_replays)
+    assert main(command) == 0  # the same plan: the stored replays, scored again (the cache answers)
