@@ -116,12 +116,12 @@ def held_out_facts(run: Run, iteration: int) -> dict[str, Any]:
         "change": None,
         "missing": [],
     }
-    if iteration not in evaluated:
+    if iteration not in evaluated and iteration != BASE:
         facts["missing"].append(
             f"checkpoint {iteration_label(iteration)} was not evaluated: "
             f"mappa evaluate {run.run_id} --iteration {iteration}"
         )
-    if BASE not in evaluated and iteration != BASE:
+    if BASE not in evaluated:
         facts["missing"].append(
             f"the base team was not evaluated: mappa evaluate {run.run_id} --iteration -1"
         )

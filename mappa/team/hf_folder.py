@@ -34,6 +34,9 @@ DTYPES = ("float32", "bfloat16", "float16")
 """The dtypes a folder's weights may be written in."""
 FORBIDDEN = ("trainer_state.pt", "optimizer.pt", "deepspeed", "adapter")
 """What a model folder must never hold: optimizer state, DeepSpeed shards, an unmerged adapter."""
+LOAD_ARGUMENTS = ("is_local", "local_files_only")
+"""Keys transformers 5 copies from `from_pretrained`'s arguments into a saved tokenizer_config.json: how
+this machine loaded it, not part of the tokenizer."""
 
 
 def portable_config(config: dict[str, Any], dtype: str) -> dict[str, Any]:
@@ -52,7 +55,7 @@ def portable_config(config: dict[str, Any], dtype: str) -> dict[str, Any]:
 def portable_tokenizer_config(config: dict[str, Any], chat_template: str | None) -> dict[str, Any]:
     """tokenizer_config.json readable by transformers 4.x too: a class name it knows, the chat template
     inline."""
-    out = dict(config)
+    out = {key: value for key, value in config.items() if key not in LOAD_ARGUMENTS}
     if out.get("tokenizer_class") in (None, "TokenizersBackend"):
         out["tokenizer_class"] = "PreTrainedTokenizerFast"
     if chat_template and "chat_template" not in out:

@@ -81,6 +81,11 @@ def test_each_agent_loads_with_transformers_alone_and_holds_no_optimizer_state(m
         assert (
             tokenizer.apply_chat_template(chat, tokenize=False, add_generation_prompt=True) == prompt.prompt
         )
+        tokenizer_config = json.loads((folder / "tokenizer_config.json").read_text())
+        assert (
+            tokenizer_config["tokenizer_class"] == "PreTrainedTokenizerFast"
+            and "is_local" not in tokenizer_config
+        )
         config = json.loads((folder / "config.json").read_text())
         assert (
             config["rope_theta"] == config["rope_parameters"]["rope_theta"]

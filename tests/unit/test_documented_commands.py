@@ -66,6 +66,8 @@ PARSED_ONLY = {
     "evaluate": "needs a trained run's checkpoint (and --eval-data names a problem file of yours)",
     "inspect": "reads a run's files; no config or settings to validate",
     "runs": "lists a storage root's runs; no config or settings to validate",
+    "export": "needs a trained run's checkpoint (and writes model folders)",
+    "ask": "needs a trained run's checkpoint and loads its models",
     "serve": "no config or settings to validate",
     "models": "no config or settings to validate",
     "resume": "no --set: nothing to validate",
