@@ -105,23 +105,30 @@ class CoalescingChat:
         return await future
 
     async def _send_after_window(self) -> None:
-        await asyncio.sleep(self.window_s)
-        pending, self._pending = self._pending, []
-        groups: dict[Any, list[tuple[list[Chat], SamplingParams, asyncio.Future]]] = {}
-        for item in pending:  # the seed differs per call; greedy replays ignore it
-            groups.setdefault(dataclasses.replace(item[1], seed=None), []).append(item)
-        for params, items in groups.items():
-            chats = [chat for item in items for chat in item[0]]
-            try:
-                answers = await self.chat(chats, params)
-            except Exception as error:  # noqa: BLE001  (handed to every caller, who raises it)
-                for _, _, future in items:
-                    future.set_exception(error)
-                continue
-            start = 0
-            for item_chats, _, future in items:
-                future.set_result(answers[start : start + len(item_chats)])
-                start += len(item_chats)
+        """Send what waits, after the window, until nothing waits (calls that come in while a batch is
+        generating go in the next one). No await between the last check and the end: a caller that finds
+        this task done starts the next."""
+        while self._pending:
+            await asyncio.sleep(self.window_s)
+            pending, self._pending = self._pending, []
+            groups: dict[Any, list[tuple[list[Chat], SamplingParams, asyncio.Future]]] = {}
+            for item in pending:  # the seed differs per call; greedy replays ignore it
+                groups.setdefault(dataclasses.replace(item[1], seed=None), []).append(item)
+            for params, items in groups.items():
+                await self._send(params, items)
+
+    async def _send(self, params: SamplingParams, items) -> None:
+        chats = [chat for item in items for chat in item[0]]
+        try:
+            answers = await self.chat(chats, params)
+        except Exception as error:  # noqa: BLE001  (handed to every caller, who raises it)
+            for _, _, future in items:
+                future.set_exception(error)
+            return
+        start = 0
+        for item_chats, _, future in items:
+            future.set_result(answers[start : start + len(item_chats)])
+            start += len(item_chats)
 
 
 def coalescing_agents(agents: dict[str, Agent], window_s: float = 0.05) -> dict[str, Agent]:

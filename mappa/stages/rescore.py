@@ -56,8 +56,8 @@ def rescore_settings(run: Run, overrides: list[str]) -> RunConfig:
         raise ConfigError(
             f"a re-scoring changes the coach only; not {', '.join(others)} (use coach.<field>=value)"
         )
-    # the run's settings are the base: one that the coach type of `--set coach.type=...` cannot use is
-    # reset to its default (a codepair run's `scoring: criteria` for `--as outcome`), as from a config file
+    # the run's settings are the base: one that the coach type of `--set coach.type=...` cannot use is reset
+    # to its default (a plug-in env's run with `scoring: criteria`, re-scored `--as outcome`), as from a file
     return override_config(run.config, overrides, run.store.url(run.run_id, "config.yaml"))
 
 

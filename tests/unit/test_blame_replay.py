@@ -97,3 +97,26 @@ def test_concurrent_calls_reach_the_policy_as_one_batch():
     first, second = asyncio.run(three())
     assert calls == [3]  # one call for both callers (their seeds differ; greedy ignores them)
     assert [text for _, text, _ in first] == ["a"] and [text for _, text, _ in second] == ["b", "c"]
+
+
+def test_a_call_made_while_a_batch_generates_goes_in_the_next_batch():
+    """A replay's next seat asks while another batch is generating: it must not wait forever."""
+    calls = []
+
+    async def slow_chat(chats, params):
+        calls.append(len(chats))
+        await asyncio.sleep(0.05)
+        return [("P", chat_[-1]["content"], 0.0) for chat_ in chats]
+
+    coalescing = CoalescingChat(slow_chat, window_s=0.01)
+
+    async def late(text):
+        await asyncio.sleep(0.03)  # after the first batch left, before it came back
+        return await coalescing([[{"role": "user", "content": text}]], SamplingParams())
+
+    async def both():
+        first = coalescing([[{"role": "user", "content": "a"}]], SamplingParams())
+        return await asyncio.wait_for(asyncio.gather(first, late("b")), timeout=5)
+
+    first, second = asyncio.run(both())
+    assert calls == [1, 1] and first[0][1] == "a" and second[0][1] == "b"
