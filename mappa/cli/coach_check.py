@@ -97,21 +97,24 @@ def print_blame(report: dict) -> None:
         markup=False,
         highlight=False,
     )
-    header = f"  {'coach':<14} {'corrupted':<10} {'pairs':>5} {'blame acc.':>10} {'its drop':>8} "
-    header += f"{'innocent up':>11} {'innocent down':>13} {'reporter':>8}"
+    header = f"  {'coach':<14} {'corrupted':<10} {'pairs':>5} {'blame acc.':>10} {'from success':>12} "
+    header += f"{'its drop':>8} {'innocent up':>11} {'innocent down':>13} {'reporter':>8}"
     lines = [header]
     for row in report["rows"]:
         cells = [
             row[k] for k in ("innocent_penalty_upstream", "innocent_penalty_downstream", "reporter_penalty")
         ]
         up, down, reporter = ("-" if v is None else f"{v:+.2f}" for v in cells)
+        sharp = row["blame_accuracy_from_success"]
+        sharp = "-" if sharp is None else f"{sharp:.2f} ({row['pairs_from_success']})"
         lines.append(
             f"  {row['coach']:<14} {row['seat']:<10} {row['pairs']:>5} {row['blame_accuracy']:>10.2f} "
-            f"{row['corrupted_seat_drop']:>+8.2f} {up:>11} {down:>13} {reporter:>8}"
+            f"{sharp:>12} {row['corrupted_seat_drop']:>+8.2f} {up:>11} {down:>13} {reporter:>8}"
         )
     lines.append(
-        "  blame acc.: share of pairs whose corrupted seat lost strictly more than every other seat; the "
-        "rest are drops (original - corrupted) in points of 10"
+        "  blame acc.: share of pairs whose corrupted seat lost strictly more than every other seat (from "
+        "success: of the pairs whose original team succeeded); the rest are drops (original - corrupted) in "
+        "points of 10"
     )
     console.print("\n".join(lines), markup=False, highlight=False)
     if report.get("upstream_changed"):

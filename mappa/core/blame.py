@@ -10,7 +10,7 @@ should lose, the others should not.
 
     blame accuracy        share of pairs whose corrupted seat drops strictly more than every other seat
                           (ties are misses: outcome-only gives every seat the same change, so its accuracy
-                          is 0, the floor)
+                          is 0, the floor); also over the pairs whose original team succeeded alone
     innocent penalty      mean drop of the seats that did nothing differently (upstream: their actions are
                           the same text; downstream: they acted anew), in points of 10
     reporter penalty      mean drop of a downstream seat that did its part in the corrupted replay anyway
@@ -44,6 +44,9 @@ class BlamePair:
     target_original: float
     target_corrupted: float
     did_part: dict[str, bool] = field(default_factory=dict)
+    original_correct: bool | None = None
+    """Whether the team succeeded in the original replay: from a success every seat did its part, so the
+    corruption alone made the difference (the sharpest pairs)."""
 
     def drops(self) -> dict[str, float]:
         """Per seat, how much its score fell from the original to the corrupted replay (the corrupted seat:
@@ -101,6 +104,7 @@ def blame_rows(pairs: list[BlamePair]) -> list[dict]:
                 "seat": seat,
                 "pairs": len(group),
                 "blame_accuracy": fmean(p.blamed() for p in group),
+                **_from_success(group),
                 "corrupted_seat_drop": fmean(p.drops()[seat] for p in group),
                 "innocent_penalty": _mean(everyone),
                 "innocent_penalty_upstream": _mean(innocent["upstream"]),
@@ -111,6 +115,15 @@ def blame_rows(pairs: list[BlamePair]) -> list[dict]:
             }
         )
     return rows
+
+
+def _from_success(group: list[BlamePair]) -> dict:
+    """Blame accuracy over the pairs whose original replay succeeded, and how many there were."""
+    sharp = [pair for pair in group if pair.original_correct]
+    return {
+        "pairs_from_success": len(sharp),
+        "blame_accuracy_from_success": _mean([p.blamed() for p in sharp]),
+    }
 
 
 def _mean(values: list[float]) -> float | None:

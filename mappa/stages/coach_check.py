@@ -54,16 +54,19 @@ def coach_configs(run: Run, coaches: dict[str, list[str]]) -> dict[str, RunConfi
 
 
 def sample_trajectories(run: Run, iteration: int, problems: int) -> list[Trajectory]:
-    """The first trajectory of each of the first `problems` problems of the iteration's rollout."""
+    """One trajectory per problem of the iteration's rollout, `problems` of them: a successful one where
+    the problem has one, problems with a success first (from a success, the corruption alone makes the
+    difference), in the rollout's order otherwise."""
     if not stage_complete(run, iteration, "rollout"):
         raise ValueError(
             f"iteration {iteration} of run {run.run_id} has no finished rollout to check; pick another "
             f"--iteration (0 is the base team's rollout)"
         )
     chosen: dict[str, Trajectory] = {}
-    for trajectory in frame_to_trajectories(run.store.read_parquet(*output_parts(run, iteration, "rollout"))):
+    rollout = frame_to_trajectories(run.store.read_parquet(*output_parts(run, iteration, "rollout")))
+    for trajectory in sorted(rollout, key=lambda t: not t.correct):  # successes first: the sharpest pairs
         chosen.setdefault(trajectory.problem.id, trajectory)
-    return list(chosen.values())[:problems]
+    return sorted(chosen.values(), key=lambda t: not t.correct)[:problems]
 
 
 def planned_replays(run: Run, trajectories: list[Trajectory], seats: list[str]) -> list[dict[str, Any]]:
@@ -140,6 +143,7 @@ def blame_pairs(run: Run, plans, replays, scores: dict[str, float], coach: str) 
                 target_original=scores[_action_at(original, plan["index"])],
                 target_corrupted=scores[_action_at(corrupted, plan["index"])],
                 did_part=did_part,
+                original_correct=original.correct,
             )
         )
     return pairs

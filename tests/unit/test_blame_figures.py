@@ -41,3 +41,14 @@ def test_rows_per_coach_and_seat_hand_computed():
     assert (llm["reporter_penalty"], llm["reporters"]) == (2.0, 1)
     assert outcome["blame_accuracy"] == 0.0 and outcome["innocent_penalty"] == 10.0
     assert outcome["reporter_penalty"] is None and outcome["corruptions"] == ["wrong-number"]
+
+
+def test_pairs_from_a_success_are_counted_apart():
+    blamed = pair("llm", "verifier", (7, 8, 9), (7, 8, 2), (9, 2))
+    missed = pair("llm", "verifier", (7, 8, 9), (7, 8, 9), (9, 9))
+    from_success = BlamePair(**{**blamed.__dict__, "original_correct": True})
+    (row,) = blame_rows([from_success, missed])
+    assert row["blame_accuracy"] == 0.5
+    assert row["pairs_from_success"] == 1 and row["blame_accuracy_from_success"] == 1.0
+    (row,) = blame_rows([missed])
+    assert row["pairs_from_success"] == 0 and row["blame_accuracy_from_success"] is None

@@ -1,0 +1,153 @@
+"""Does the coach blame the right agent? `mappa coach-check` across envs and coaches (issue 47).
+
+For each env: a one-iteration run of its CPU config under the outcome coach (the cheapest: its rollout is
+the base team's, `--problems` problems, one sample each), then `mappa coach-check` on that rollout with
+every coach of the env's list. Each check plants the env's corruptions and the generic ones (empty, cut,
+echo) in each seat's last action, replays the later seats greedily with the base weights, and scores
+original and corrupted replays alike; `mappa.core.blame` turns the pairs into blame accuracy, the
+innocent-seat penalty (up- and downstream) and the reporter penalty.
+
+Coaches (a name and its `coach.*` overrides of the env's config):
+
+    outcome        the trajectory's success for every action: every seat moves alike (the floor)
+    rubric(-nogt)  the env's explicit rules with (without) ground truth, where the env has a rubric
+    facts          MathChat's AI coach as shipped: Qwen2.5-Coder-0.5B, yes/no facts with the reference
+                   answer written in (`mathchat-facts`, criteria)
+    generic(-nogt) Qwen2.5-Coder-0.5B reading the step and judging it (the `generic` template, expected
+                   score over the score tokens), with (without) ground truth: no hand-written questions
+    env            the env's own coach as its config ships it (codepair: its questions, criteria)
+
+Output: a table per env and `--out` JSON whose `records` each name `env`, `coach`, `seat`,
+`blame_accuracy` and the penalties. Runs under `--root` are reused (`mappa train` and `mappa coach-check`
+skip finished work). Not covered: several corruptions at once; Who&When's logs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+QWEN = ["coach.type=local", "coach.model=qwen2.5-coder-0.5b"]
+GENERIC = [*QWEN, "coach.scoring=expected", "coach.template=generic"]
+COACHES = {
+    "outcome": ["coach.type=outcome"],
+    "rubric": ["coach.type=rubric", "coach.use_ground_truth=true"],
+    "rubric-nogt": ["coach.type=rubric", "coach.use_ground_truth=false"],
+    "facts": [
+        *QWEN,
+        "coach.scoring=criteria",
+        "coach.template=mathchat-facts",
+        "coach.use_ground_truth=true",
+    ],
+    "generic": [*GENERIC, "coach.use_ground_truth=true"],
+    "generic-nogt": [*GENERIC, "coach.use_ground_truth=false"],
+    "env": [],  # filled from the env's config (`env_coach`)
+}
+ENVS = {  # env -> (config, its coaches)
+    "mathchat": (
+        "configs/mathchat-cpu-learn.yaml",
+        ["outcome", "rubric", "rubric-nogt", "facts", "generic", "generic-nogt"],
+    ),
+    "dsbench": ("configs/dsbench-cpu.yaml", ["outcome", "rubric", "rubric-nogt", "generic", "generic-nogt"]),
+    "codepair": ("examples/mappa-codepair/codepair-cpu.yaml", ["outcome", "env", "generic", "generic-nogt"]),
+}
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--envs", nargs="+", default=list(ENVS), choices=list(ENVS))
+    parser.add_argument("--coaches", nargs="+", choices=list(COACHES), help="default: each env's list")
+    parser.add_argument("--problems", type=int, default=8, help="trajectories per env (one per problem)")
+    parser.add_argument("--set", action="append", default=[], help="more overrides of every env's config")
+    parser.add_argument("--root", default=str(REPO / "benchmarks" / "runs" / "blame"))
+    parser.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "blame.json"))
+    return parser.parse_args()
+
+
+def mappa(*args: str) -> None:
+    command = [str(Path(sys.executable).with_name("mappa")), *args]
+    print("$", " ".join(command), flush=True)
+    done = subprocess.run(command, cwd=REPO, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    if done.returncode:
+        raise SystemExit(f"error: `mappa {' '.join(args[:2])}` failed (exit {done.returncode}; see above)")
+
+
+def base_rollout(args: argparse.Namespace, env: str, config: str) -> str:
+    """A one-iteration run under the outcome coach: its rollout is the base team's."""
+    run_id = f"blame-{env}"
+    sets = [
+        "iterations=1",
+        "coach.type=outcome",
+        f"rollout.problems_per_iteration={args.problems}",
+        "rollout.samples_per_problem=1",
+        "rollout.eval_every=0",
+        "algo.baseline=none",  # one sample per problem: no siblings to compare with
+        f"storage.root={args.root}",
+        *args.set,
+    ]
+    mappa("train", config, "--run-id", run_id, *[part for item in sets for part in ("--set", item)])
+    return run_id
+
+
+def env_coach(config: str) -> list[str]:
+    """The coach the env's config ships, as overrides (the check's run was made with the outcome coach)."""
+    import yaml
+
+    coach = yaml.safe_load((REPO / config).read_text()).get("coach") or {}
+    return [f"coach.{key}={value}" for key, value in coach.items() if not isinstance(value, (dict, list))]
+
+
+def check(args: argparse.Namespace, env: str, run_id: str, coaches: list[str]) -> dict:
+    overrides = {name: COACHES[name] or env_coach(ENVS[env][0]) for name in coaches}
+    specs = [f"{name}:{' '.join(settings)}" for name, settings in overrides.items()]
+    command = ["coach-check", run_id, "--root", args.root, "--problems", str(args.problems)]
+    mappa(*command, *[part for spec in specs for part in ("--coach", spec)])
+    report = Path(args.root) / run_id / "coach-check" / "iter-0000" / "report.json"
+    return json.loads(report.read_text())
+
+
+def main() -> int:
+    args = parse_args()
+    args.root = str(Path(args.root).resolve())
+    started = time.time()
+    records, reports = [], {}
+    for env in args.envs:
+        config, default_coaches = ENVS[env]
+        coaches = [c for c in (args.coaches or default_coaches) if c in default_coaches]
+        run_id = base_rollout(args, env, config)
+        reports[env] = check(args, env, run_id, coaches)
+        records += [{"env": env, **row} for row in reports[env]["rows"]]
+    header = f"{'env':<9} {'coach':<13} {'seat':<14} {'pairs':>5} {'blame acc.':>10} {'innocent':>8}"
+    print(f"\n{header} {'reporter':>8}")
+    for r in records:
+        innocent = "-" if r["innocent_penalty"] is None else f"{r['innocent_penalty']:+.2f}"
+        reporter = "-" if r["reporter_penalty"] is None else f"{r['reporter_penalty']:+.2f}"
+        print(
+            f"{r['env']:<9} {r['coach']:<13} {r['seat']:<14} {r['pairs']:>5} {r['blame_accuracy']:>10.2f} "
+            f"{innocent:>8} {reporter:>8}"
+        )
+    out = {
+        "benchmark": "blame",
+        "date": time.strftime("%Y-%m-%d"),
+        "settings": vars(args),
+        "coaches": {name: COACHES[name] for name in {r["coach"] for r in records}},
+        "records": records,
+        "reports": {
+            env: {k: v for k, v in report.items() if k != "pairs"} for env, report in reports.items()
+        },
+        "wall_s": time.time() - started,
+    }
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(out, indent=2))
+    print(f"\nwrote {args.out} in {out['wall_s'] / 60:.1f} min")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
