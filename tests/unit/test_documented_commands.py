@@ -13,6 +13,7 @@ What each is checked for (`check`):
 - `train CONFIG [--set ...] [--iterations N]`: parsed, then validated as `mappa train` reads it
   (`mappa.cli.dry_run.train_config`: the file, its overrides; the validation of `mappa train --dry-run`
   without its pre-flight, which needs the data, models and machine).
+- `coach-check RUN [--coach ...]`: parsed, then each coach's settings validated against the stand-in run.
 - `rescore RUN --as NAME [--set ...]`: parsed, then checked as `mappa rescore` checks it before any work
   (`check_rescore`) against a stand-in run of configs/mathchat-cpu-demo.yaml (what scripts/demo.sh
   trains; the docs' RUN is a run of yours).
@@ -39,9 +40,11 @@ from pathlib import Path
 
 import pytest
 
+from mappa.cli.coach_check import parse_coaches
 from mappa.cli.dry_run import train_config
 from mappa.cli.parser import build_parser
 from mappa.config import ConfigError, load_config, override_config
+from mappa.stages.coach_check import coach_configs
 from mappa.stages.rescore import check_rescore
 from mappa.storage.run import Run
 
@@ -208,7 +211,9 @@ def parse(command: Documented) -> argparse.Namespace:
 def check(command: Documented) -> str:
     """What the test does with a command line beyond parsing: `validate` or `parse only: why`."""
     name = command.argv[0]
-    if name in ("train", "rescore") or (name in ("resume", "retry") and "--set" in command.argv):
+    if name in ("train", "rescore", "coach-check") or (
+        name in ("resume", "retry") and "--set" in command.argv
+    ):
         return "validate"
     return f"parse only: {PARSED_ONLY[name]}"
 
@@ -229,6 +234,8 @@ def verify(command: Documented, run: Run) -> None:
         train_config(args)
     elif args.command == "rescore":
         check_rescore(run, args.name, list(args.set or []), args.fallbacks_only)
+    elif args.command == "coach-check":  # its coaches' settings, as the command checks them first
+        coach_configs(run, parse_coaches(args.coach))
     else:  # resume, retry: execution settings only
         changed = override_config(run.config, list(args.set), "the stand-in run's config.yaml")
         assert changed.config_hash() == run.config.config_hash(), (
