@@ -13,6 +13,8 @@ Coaches (a name and its `coach.*` overrides of the env's config):
     rubric(-nogt)  the env's explicit rules with (without) ground truth, where the env has a rubric
     facts          MathChat's AI coach as shipped: Qwen2.5-Coder-0.5B, yes/no facts with the reference
                    answer written in (`mathchat-facts`, criteria)
+    facts-own      the same without the solver's question about the team's final answer
+                   (`mathchat-facts-own`: each seat asked about its own step only)
     generic(-nogt) Qwen2.5-Coder-0.5B reading the step and judging it (the `generic` template, expected
                    score over the score tokens), with (without) ground truth: no hand-written questions
     env            the env's own coach as its config ships it (codepair: its questions, criteria)
@@ -45,6 +47,12 @@ COACHES = {
         "coach.template=mathchat-facts",
         "coach.use_ground_truth=true",
     ],
+    "facts-own": [
+        *QWEN,
+        "coach.scoring=criteria",
+        "coach.template=mathchat-facts-own",
+        "coach.use_ground_truth=true",
+    ],
     "generic": [*GENERIC, "coach.use_ground_truth=true"],
     "generic-nogt": [*GENERIC, "coach.use_ground_truth=false"],
     "env": [],  # filled from the env's config (`env_coach`)
@@ -52,7 +60,7 @@ COACHES = {
 ENVS = {  # env -> (config, its coaches)
     "mathchat": (
         "configs/mathchat-cpu-learn.yaml",
-        ["outcome", "rubric", "rubric-nogt", "facts", "generic", "generic-nogt"],
+        ["outcome", "rubric", "rubric-nogt", "facts", "facts-own", "generic", "generic-nogt"],
     ),
     "dsbench": ("configs/dsbench-cpu.yaml", ["outcome", "rubric", "rubric-nogt", "generic", "generic-nogt"]),
     "codepair": ("examples/mappa-codepair/codepair-cpu.yaml", ["outcome", "env", "generic", "generic-nogt"]),
