@@ -9,7 +9,7 @@ Two ways to run them:
 Either way the UI's "Run" (custom parameters: config path, overrides, run id, iterations), "Retry" of a
 failed run, and schedules all go through the same flows, and finished stages are never redone.
 
-Not covered: creating the work pool or the server (README, "Prefect UI").
+Not covered: creating the work pool or the server (docs/prefect-ui.md).
 """
 
 from __future__ import annotations
