@@ -1,5 +1,5 @@
 """The learning benchmark's held-out sets (`benchmarks/learning.py --also-eval`): one evaluation file for the
-config's split and every extra file, each set's problem ids kept for the report."""
+config's split and every extra file, each set's problems kept for the report (their ids and kinds)."""
 
 import argparse
 import json
@@ -39,17 +39,18 @@ def test_an_extra_file_is_evaluated_after_the_split_in_one_file_and_reported_by_
     extra = _write(tmp_path / "mine.jsonl", [{"id": f"m{i}", "problem": f"What is {i} + 1?", "answer": i + 1}
                                              for i in range(3)])  # fmt: skip
     overrides, sets = common_overrides(_args(tmp_path / "root", extra))
-    assert list(sets) == ["heldout", "mine"] and sets["mine"] == ["m0", "m1", "m2"]
+    assert list(sets) == ["heldout", "mine"] and [p.id for p in sets["mine"]] == ["m0", "m1", "m2"]
     combined = tmp_path / "root" / "eval-sets.jsonl"
     assert f"env.eval_data={combined}" in overrides and "rollout.eval_problems=11" in overrides
     problems = load_problems(combined)
-    assert [p.id for p in problems] == sets["heldout"] + sets["mine"]
+    assert [p.id for p in problems] == [p.id for p in sets["heldout"] + sets["mine"]]
     assert (problems[-1].question, problems[-1].answer) == ("What is 2 + 1?", "3")
 
 
 def test_an_extra_file_whose_ids_repeat_the_splits_is_refused(tmp_path):
     _, sets = common_overrides(_args(tmp_path))
-    clash = _write(tmp_path / "clash.jsonl", [{"id": sets["heldout"][0], "problem": "1 + 1?", "answer": 2}])
+    taken = sets["heldout"][0].id
+    clash = _write(tmp_path / "clash.jsonl", [{"id": taken, "problem": "1 + 1?", "answer": 2}])
     with pytest.raises(SystemExit, match="share problem ids"):
         common_overrides(_args(tmp_path, clash))
 
