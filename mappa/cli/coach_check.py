@@ -37,6 +37,12 @@ def add_coach_check_command(sub: argparse._SubParsersAction) -> None:
         help=f"a coach to check (repeatable): a preset ({', '.join(PRESETS)}) or NAME:coach.x=v coach.y=w "
         "(default: run and outcome)",
     )
+    check.add_argument(
+        "--evaluation",
+        action="store_true",
+        help="check the held-out evaluation of checkpoint --iteration (-1: the base team; greedy) instead of "
+        "the iteration's rollout",
+    )
     check.add_argument("--seats", nargs="+", help="the seats to corrupt (default: every seat)")
     check.add_argument("--problems", type=int, default=8, help="trajectories to replay, one per problem")
     check.add_argument("--debug", action="store_true", help="print tracebacks")
@@ -73,7 +79,7 @@ def cmd_coach_check(args: argparse.Namespace) -> int:
         raise ValueError(f"--seats {', '.join(unknown)}: the run's seats are {', '.join(run.config.agents)}")
     if args.problems < 1:
         raise ValueError("--problems: check at least one trajectory")
-    sample_trajectories(run, args.iteration, args.problems)  # the rollout exists
+    sample_trajectories(run, args.iteration, args.problems, args.evaluation)  # the trajectories exist
     from mappa.flows.coach_check import coach_check
 
     code, report = run_logged(
@@ -81,7 +87,9 @@ def cmd_coach_check(args: argparse.Namespace) -> int:
         args.run_id,
         args.root,
         run.config,
-        lambda: coach_check(args.run_id, args.root, args.iteration, coaches, seats, args.problems),
+        lambda: coach_check(
+            args.run_id, args.root, args.iteration, coaches, seats, args.problems, args.evaluation
+        ),
     )
     if code:
         return code
@@ -92,7 +100,7 @@ def cmd_coach_check(args: argparse.Namespace) -> int:
 def print_blame(report: dict) -> None:
     """The table: per coach and corrupted seat, blame accuracy and the penalties, in points of 10."""
     console.print(
-        f"run {report['run']}, iteration {report['iteration']}: {report['replays']} replays of "
+        f"run {report['run']}, {report['folder']} ({report['trajectories']}): {report['replays']} replays of "
         f"{report['problems']} trajectories; downstream agents {report['downstream']}",
         markup=False,
         highlight=False,

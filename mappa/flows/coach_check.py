@@ -27,6 +27,7 @@ def coach_check(
     coaches: dict[str, list[str]],
     seats: list[str],
     problems: int,
+    evaluated: bool = False,
 ) -> dict[str, Any]:
     """Blame-check iteration `iteration` of run `run_id` with `coaches` ({name: coach.* overrides}) on the
     last actions of `seats` in `problems` trajectories; returns the report.
@@ -38,14 +39,16 @@ def coach_check(
         coaches: Each coach's name and its `coach.*` overrides of the run's config ([]: the run's own).
         seats: The seats whose last action is corrupted.
         problems: How many trajectories (one per problem).
+        evaluated: Check the held-out evaluation of checkpoint `iteration` (-1: the base team) instead of
+            the iteration's rollout.
     """
     run = Run.open(root, run_id)
     try:
-        report = check_blame(run, iteration, coaches, seats, problems)
+        report = check_blame(run, iteration, coaches, seats, problems, evaluated)
     finally:
         release_workers(run_id, [*run.config.agents, HOST, *(f"coach-check-{name}" for name in coaches)])
     rows = [{k: v for k, v in row.items() if k != "corruptions"} for row in report["rows"]]
-    describe = f"run {run_id}, iteration {iteration}: blame accuracy per coach and corrupted seat"
+    describe = f"run {run_id}, {report['folder']}: blame accuracy per coach and corrupted seat"
     key = artifact_key(run_id, "coach-check")
     report["artifact"] = create_artifact(
         key, lambda k: create_table_artifact(rows, key=k, description=describe)

@@ -1,19 +1,22 @@
 """The blame check of a run: corrupt one action at a time, replay, score with several coaches, compare.
 
-`check_blame(run, iteration, coaches, seats, problems)` takes the first `problems` trajectories (one per
-problem) of iteration `iteration`'s rollout, and for each seat in `seats` its last action (what the seats
-after it saw; DSBench's engineer may run several programs before it): it replays the
-trajectory with that action as stored (the original) and once per corruption the env declares or every
-env gets (`mappa.envs.corruption`), later actions generated anew, greedily, by the policy that rolled the
-iteration out (`mappa.blame.replay`). Every replay is scored by every coach (`coaches`: a name and the
+`check_blame(run, iteration, coaches, seats, problems[, evaluated])` takes `problems` trajectories (one per
+problem, successful ones first) of iteration `iteration`'s rollout, or with `evaluated` of the held-out
+evaluation of checkpoint `iteration` (-1: the base team's; greedy, so an original replay reproduces the
+stored trajectory). For each seat in `seats` it takes the seat's last action (what the seats after it saw;
+DSBench's engineer may run several programs before it) and replays the trajectory with that action as
+stored (the original) and once per corruption the env declares or every env gets
+(`mappa.envs.corruption`), later actions generated anew, greedily, by the weights that made the stored
+trajectories (`mappa.blame.replay`). Every replay is scored by every coach (`coaches`: a name and the
 `coach.*` overrides of the run's config, as `mappa rescore` takes them; answers through the run's cache),
 and the pairs give each coach's blame accuracy and innocent-seat penalty per corrupted seat
 (`mappa.core.blame`).
 
-Writes `RUN/coach-check/iter-K/`: `replays.parquet` (every replay, reused by a later check with the same
-trajectories, seats and corruptions: greedy replays are deterministic), `scores-<coach>.parquet`, and
-`report.json` (the rows, each pair's per-seat scores, the settings). Not covered: envs whose rollout is
-random beyond the policy's sampling (`upstream_changed` counts such replays).
+Writes `RUN/coach-check/iter-K/` (an evaluation's: `evaluate-base/`, `evaluate-iter-K/`): `replays.parquet`
+(every replay, reused by a later check with the same trajectories, seats and corruptions: greedy replays
+are deterministic), `scores-<coach>.parquet`, and `report.json` (the rows, each pair's per-seat scores, the
+settings). Not covered: envs whose rollout is random beyond the policy's sampling (`upstream_changed`
+counts such replays).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from mappa.core.types import Trajectory
 from mappa.envs.corruption import corruptions_for
 from mappa.envs.registry import get_env_spec
 from mappa.inference.engine import SamplingParams
+from mappa.stages.evaluate import TRAJECTORIES, evaluation_complete, evaluation_label, evaluation_parts
 from mappa.stages.rescore import rescore_settings
 from mappa.stages.rollout import build_agents, sandbox_limits
 from mappa.stages.score import stage_coach
@@ -44,8 +48,14 @@ ORIGINAL = "original"
 REPLAYS = "replays.parquet"
 
 
-def check_parts(run: Run, iteration: int, name: str) -> tuple[str, ...]:
-    return (run.run_id, "coach-check", iteration_name(iteration), name)
+def check_folder(iteration: int, evaluated: bool = False) -> str:
+    """Where a check keeps its files under RUN/coach-check/: `iter-000K` for a rollout's trajectories,
+    `evaluate-<label>` for an evaluation's (`base` or `iter-000K`)."""
+    return f"evaluate-{evaluation_label(iteration)}" if evaluated else iteration_name(iteration)
+
+
+def check_parts(run: Run, folder: str, name: str) -> tuple[str, ...]:
+    return (run.run_id, "coach-check", folder, name)
 
 
 def coach_configs(run: Run, coaches: dict[str, list[str]]) -> dict[str, RunConfig]:
@@ -53,17 +63,36 @@ def coach_configs(run: Run, coaches: dict[str, list[str]]) -> dict[str, RunConfi
     return {name: rescore_settings(run, overrides) for name, overrides in coaches.items()}
 
 
-def sample_trajectories(run: Run, iteration: int, problems: int) -> list[Trajectory]:
-    """One trajectory per problem of the iteration's rollout, `problems` of them: a successful one where
-    the problem has one, problems with a success first (from a success, the corruption alone makes the
-    difference), in the rollout's order otherwise."""
+def stored_trajectories(run: Run, iteration: int, evaluated: bool) -> list[Trajectory]:
+    """Iteration `iteration`'s rollout (sampled), or with `evaluated` the held-out evaluation of checkpoint
+    `iteration` (-1: the base team; greedy, so a replay's original reproduces it)."""
+    if evaluated:
+        if not evaluation_complete(run, iteration):
+            raise ValueError(
+                f"run {run.run_id} has no finished evaluation of {evaluation_label(iteration)}; run `mappa "
+                f"evaluate {run.run_id} --iteration {iteration}` first, or check a rollout (no --evaluation)"
+            )
+        return frame_to_trajectories(run.store.read_parquet(*evaluation_parts(run, iteration, TRAJECTORIES)))
     if not stage_complete(run, iteration, "rollout"):
         raise ValueError(
             f"iteration {iteration} of run {run.run_id} has no finished rollout to check; pick another "
             f"--iteration (0 is the base team's rollout)"
         )
+    return frame_to_trajectories(run.store.read_parquet(*output_parts(run, iteration, "rollout")))
+
+
+def weights_of(iteration: int, evaluated: bool) -> int:
+    """The iteration whose rollout weights replay the agents: an evaluation of checkpoint K was made with
+    what iteration K + 1 rolls out with."""
+    return iteration + 1 if evaluated else iteration
+
+
+def sample_trajectories(run: Run, iteration: int, problems: int, evaluated: bool = False) -> list[Trajectory]:
+    """One trajectory per problem of the stored ones (`stored_trajectories`), `problems` of them: a
+    successful one where the problem has one, problems with a success first (from a success, the
+    corruption alone makes the difference), in the stored order otherwise."""
     chosen: dict[str, Trajectory] = {}
-    rollout = frame_to_trajectories(run.store.read_parquet(*output_parts(run, iteration, "rollout")))
+    rollout = stored_trajectories(run, iteration, evaluated)
     for trajectory in sorted(rollout, key=lambda t: not t.correct):  # successes first: the sharpest pairs
         chosen.setdefault(trajectory.problem.id, trajectory)
     return sorted(chosen.values(), key=lambda t: not t.correct)[:problems]
@@ -90,11 +119,12 @@ def planned_replays(run: Run, trajectories: list[Trajectory], seats: list[str]) 
     return plans
 
 
-def run_replays(run: Run, iteration: int, plans: list[dict[str, Any]]) -> list[Trajectory]:
-    """Every planned replay, concurrently, downstream agents greedy with the iteration's rollout weights."""
+def run_replays(run: Run, weights: int, plans: list[dict[str, Any]]) -> list[Trajectory]:
+    """Every planned replay, concurrently, downstream agents greedy with the weights iteration `weights`
+    rolls out with."""
     spec = get_env_spec(run.config.env.type)
-    purpose = f"the blame check of iteration {iteration}"
-    workers = agent_workers(run, iteration, "weights", purpose)
+    purpose = f"the blame check (the weights of iteration {weights}'s rollout)"
+    workers = agent_workers(run, weights, "weights", purpose)
     params = SamplingParams(temperature=0.0, top_p=1.0, max_new_tokens=run.config.rollout.max_new_tokens)
     agents = coalescing_agents(build_agents(run, workers, params))
     limits = sandbox_limits(run)
@@ -110,14 +140,14 @@ def run_replays(run: Run, iteration: int, plans: list[dict[str, Any]]) -> list[T
     return asyncio.run(all_replays())
 
 
-def score_replays(run: Run, iteration: int, config: RunConfig, replays: list[Trajectory], name: str):
+def score_replays(run: Run, folder: str, config: RunConfig, replays: list[Trajectory], name: str):
     """Each action's score by the coach of `config` (action id -> score), through the run's answer cache."""
     spec = get_env_spec(run.config.env.type)
     coach, _ = stage_coach(run, config.coach, worker_name=f"coach-check-{name}")
     scores = asyncio.run(
         score_trajectories(coach, replays, spec.roles, config.coach, reference_fn=spec.coach_reference)
     )
-    run.store.write_parquet(scores_to_frame(scores), *check_parts(run, iteration, f"scores-{name}.parquet"))
+    run.store.write_parquet(scores_to_frame(scores), *check_parts(run, folder, f"scores-{name}.parquet"))
     return {score.action_id: score.score for score in scores}
 
 
@@ -160,9 +190,9 @@ def _action_at(trajectory: Trajectory, index: int) -> str:
     return next(a.id for a in trajectory.actions if a.index == index)
 
 
-def stored_replays(run: Run, iteration: int, plans: list[dict[str, Any]]) -> list[Trajectory] | None:
+def stored_replays(run: Run, folder: str, plans: list[dict[str, Any]]) -> list[Trajectory] | None:
     """The replays an earlier check wrote, if it planned exactly these (greedy replays do not change)."""
-    parts = check_parts(run, iteration, REPLAYS)
+    parts = check_parts(run, folder, REPLAYS)
     if not run.store.exists(*parts):
         return None
     stored = {t.id: t for t in frame_to_trajectories(run.store.read_parquet(*parts))}
@@ -172,30 +202,39 @@ def stored_replays(run: Run, iteration: int, plans: list[dict[str, Any]]) -> lis
 
 
 def check_blame(
-    run: Run, iteration: int, coaches: dict[str, list[str]], seats: list[str], problems: int
+    run: Run,
+    iteration: int,
+    coaches: dict[str, list[str]],
+    seats: list[str],
+    problems: int,
+    evaluated: bool = False,
 ) -> dict[str, Any]:
     """The blame check (module docstring); returns the report it writes."""
     configs = coach_configs(run, coaches)
-    trajectories = sample_trajectories(run, iteration, problems)
+    trajectories = sample_trajectories(run, iteration, problems, evaluated)
     plans = planned_replays(run, trajectories, seats)
-    replays = stored_replays(run, iteration, plans) or run_replays(run, iteration, plans)
-    run.store.write_parquet(trajectories_to_frame(replays, iteration), *check_parts(run, iteration, REPLAYS))
+    folder = check_folder(iteration, evaluated)
+    replays = stored_replays(run, folder, plans) or run_replays(run, weights_of(iteration, evaluated), plans)
+    frame = trajectories_to_frame(replays, max(iteration, 0))
+    run.store.write_parquet(frame, *check_parts(run, folder, REPLAYS))
     changed = sum(upstream_changed(p["trajectory"], r, p["index"]) for p, r in zip(plans, replays))
     pairs = []
     for name, config in configs.items():
-        scores = score_replays(run, iteration, config, replays, name)
+        scores = score_replays(run, folder, config, replays, name)
         pairs += blame_pairs(run, plans, replays, scores, name)
     report = {
         "run": run.run_id,
         "iteration": iteration,
+        "trajectories": "evaluation (greedy)" if evaluated else "rollout (sampled)",
+        "folder": folder,
         "problems": len(trajectories),
         "seats": seats,
         "coaches": coaches,
         "replays": len(replays),
         "upstream_changed": changed,
-        "downstream": "generated anew, greedy, by the weights that rolled the iteration out",
+        "downstream": "generated anew, greedy, by the weights that made the stored trajectories",
         "rows": blame_rows(pairs),
         "pairs": [asdict(pair) for pair in pairs],
     }
-    run.store.write_text(json.dumps(report, indent=2), *check_parts(run, iteration, "report.json"))
+    run.store.write_text(json.dumps(report, indent=2), *check_parts(run, folder, "report.json"))
     return report
