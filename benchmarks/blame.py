@@ -1,10 +1,12 @@
 """Does the coach blame the right agent? `mappa coach-check` across envs and coaches (issue 47).
 
-For each env: a one-iteration run of its CPU config under the outcome coach (the cheapest: its rollout is
-the base team's, `--problems` problems, one sample each), then `mappa coach-check` on that rollout with
-every coach of the env's list. Each check plants the env's corruptions and the generic ones (empty, cut,
-echo) in each seat's last action, replays the later seats greedily with the base weights, and scores
-original and corrupted replays alike; `mappa.core.blame` turns the pairs into blame accuracy, the
+For each env: a one-iteration run of its CPU config under the outcome coach (the cheapest), the base team
+evaluated greedily on `--eval-problems` held-out problems (`mappa evaluate RUN --iteration -1`), then
+`mappa coach-check RUN --evaluation --iteration -1` on `--problems` of them (the base team's successes
+first: from a success, a corruption alone makes the difference) with every coach of the env's list. Each
+check plants the env's corruptions and the generic ones (empty, cut, echo) in each seat's last action,
+replays the later seats greedily with the base weights (an original replay reproduces the evaluation), and
+scores original and corrupted replays alike; `mappa.core.blame` turns the pairs into blame accuracy, the
 innocent-seat penalty (up- and downstream) and the reporter penalty.
 
 Coaches (a name and its `coach.*` overrides of the env's config):
@@ -72,6 +74,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--envs", nargs="+", default=list(ENVS), choices=list(ENVS))
     parser.add_argument("--coaches", nargs="+", choices=list(COACHES), help="default: each env's list")
     parser.add_argument("--problems", type=int, default=8, help="trajectories per env (one per problem)")
+    parser.add_argument("--eval-problems", type=int, default=64, help="held-out problems the base team tries")
     parser.add_argument("--set", action="append", default=[], help="more overrides of every env's config")
     parser.add_argument("--root", default=str(REPO / "benchmarks" / "runs" / "blame"))
     parser.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "blame.json"))
@@ -86,20 +89,22 @@ def mappa(*args: str) -> None:
         raise SystemExit(f"error: `mappa {' '.join(args[:2])}` failed (exit {done.returncode}; see above)")
 
 
-def base_rollout(args: argparse.Namespace, env: str, config: str) -> str:
-    """A one-iteration run under the outcome coach: its rollout is the base team's."""
+def base_team(args: argparse.Namespace, env: str, config: str) -> str:
+    """A one-iteration run under the outcome coach, and its base team's held-out evaluation."""
     run_id = f"blame-{env}"
     sets = [
         "iterations=1",
         "coach.type=outcome",
-        f"rollout.problems_per_iteration={args.problems}",
+        "rollout.problems_per_iteration=4",
         "rollout.samples_per_problem=1",
         "rollout.eval_every=0",
+        f"rollout.eval_problems={args.eval_problems}",
         "algo.baseline=none",  # one sample per problem: no siblings to compare with
         f"storage.root={args.root}",
         *args.set,
     ]
     mappa("train", config, "--run-id", run_id, *[part for item in sets for part in ("--set", item)])
+    mappa("evaluate", run_id, "--root", args.root, "--iteration", "-1")
     return run_id
 
 
@@ -115,8 +120,9 @@ def check(args: argparse.Namespace, env: str, run_id: str, coaches: list[str]) -
     overrides = {name: COACHES[name] or env_coach(ENVS[env][0]) for name in coaches}
     specs = [f"{name}:{' '.join(settings)}" for name, settings in overrides.items()]
     command = ["coach-check", run_id, "--root", args.root, "--problems", str(args.problems)]
+    command += ["--evaluation", "--iteration", "-1"]
     mappa(*command, *[part for spec in specs for part in ("--coach", spec)])
-    report = Path(args.root) / run_id / "coach-check" / "iter-0000" / "report.json"
+    report = Path(args.root) / run_id / "coach-check" / "evaluate-base" / "report.json"
     return json.loads(report.read_text())
 
 
@@ -128,7 +134,7 @@ def main() -> int:
     for env in args.envs:
         config, default_coaches = ENVS[env]
         coaches = [c for c in (args.coaches or default_coaches) if c in default_coaches]
-        run_id = base_rollout(args, env, config)
+        run_id = base_team(args, env, config)
         reports[env] = check(args, env, run_id, coaches)
         records += [{"env": env, **row} for row in reports[env]["rows"]]
     header = f"{'env':<9} {'coach':<13} {'seat':<14} {'pairs':>5} {'blame acc.':>10} {'innocent':>8}"
