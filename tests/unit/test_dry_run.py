@@ -64,8 +64,11 @@ def test_a_run_id_taken_by_another_config_is_refused(tmp_path, capsys, monkeypat
 
 
 def test_a_dry_run_imports_neither_prefect_nor_ray(tmp_path):
+    # the process reads the machine's real free memory: the memory pre-flight is told there is plenty (a
+    # busy machine would fail it; this test is about imports)
     script = (
-        "import sys; from mappa.cli import main; "
+        "import sys; from mappa import resources; resources.available_memory_bytes = lambda: 1e12; "
+        "from mappa.cli import main; "
         f"code = main(['train', {CPU!r}, '--dry-run', '--set', 'storage.root={tmp_path}/runs']); "
         "print(code, sorted({m.split('.')[0] for m in sys.modules} & {'prefect', 'ray', 'vllm'}))"
     )
