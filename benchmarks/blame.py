@@ -78,6 +78,12 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--set", action="append", default=[], help="more overrides of every env's config")
     parser.add_argument("--root", default=str(REPO / "benchmarks" / "runs" / "blame"))
     parser.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "blame.json"))
+    parser.add_argument(
+        "--from-report",
+        nargs=2,
+        metavar=("ENV", "REPORT"),
+        help="no runs: take the rows of a finished `mappa coach-check` (its report.json) as env ENV's",
+    )
     return parser.parse_args()
 
 
@@ -131,14 +137,18 @@ def main() -> int:
     args.root = str(Path(args.root).resolve())
     started = time.time()
     records, reports = [], {}
-    for env in args.envs:
+    if args.from_report:
+        env, path = args.from_report
+        reports[env] = json.loads(Path(path).read_text())
+        records += [{"env": env, **row} for row in reports[env]["rows"]]
+    for env in [] if args.from_report else args.envs:
         config, default_coaches = ENVS[env]
         coaches = [c for c in (args.coaches or default_coaches) if c in default_coaches]
         run_id = base_team(args, env, config)
         reports[env] = check(args, env, run_id, coaches)
         records += [{"env": env, **row} for row in reports[env]["rows"]]
     header = f"{'env':<9} {'coach':<13} {'seat':<14} {'pairs':>5} {'blame acc.':>10} {'innocent':>8}"
-    print(f"\n{header} {'reporter':>8}")
+    print(f"\n{header} {'reporter':>8}")  # innocent: mean drop of the other seats, points of 10
     for r in records:
         innocent = "-" if r["innocent_penalty"] is None else f"{r['innocent_penalty']:+.2f}"
         reporter = "-" if r["reporter_penalty"] is None else f"{r['reporter_penalty']:+.2f}"
@@ -150,7 +160,7 @@ def main() -> int:
         "benchmark": "blame",
         "date": time.strftime("%Y-%m-%d"),
         "settings": vars(args),
-        "coaches": {name: COACHES[name] for name in {r["coach"] for r in records}},
+        "coaches": {env: report["coaches"] for env, report in reports.items()},  # name -> coach.* overrides
         "records": records,
         "reports": {
             env: {k: v for k, v in report.items() if k != "pairs"} for env, report in reports.items()
