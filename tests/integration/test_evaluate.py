@@ -25,6 +25,7 @@ RESULT_COLUMNS = [
     "correct_boxed",
     "flexible_answer",
     "correct_flexible",
+    "kind",  # the problem's operation and form (mappa.envs.math_kinds)
     "trajectory_id",
     "actions",
     "seconds",

@@ -67,7 +67,10 @@ def test_the_plugin_team_trains_end_to_end_with_the_outcome_coach_and_an_llm_coa
     assert llm.read_manifest(0, "score").get("rubric_agreement") is None  # the env has no rubric
 
 
-def test_inspect_shows_the_plugin_run_like_a_builtin(runs, capsys):
+def test_inspect_shows_the_plugin_run_like_a_builtin(runs, capsys, monkeypatch):
+    from mappa import cli
+
+    monkeypatch.setattr(cli.console, "width", 200)  # the evaluation table's headers whole, not folded
     root, _, llm = runs
     assert main(["inspect", llm.run_id, "--root", str(root), "--iteration", "0"]) == 0
     printed = capsys.readouterr().out
