@@ -7,8 +7,21 @@ limit) is taken up to the end of the text. Returns None when the text holds no c
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 _FENCE = re.compile(r"```[ \t]*(?:python|py|python3)?[ \t]*\n(.*?)(?:```|\Z)", re.DOTALL | re.IGNORECASE)
+
+
+def replace_python_block(text: str, rewrite: Callable[[str], str | None]) -> str | None:
+    """`text` with its first fenced code block's content (as written, unstripped) replaced by
+    `rewrite(content)`; None where there is no block or `rewrite` gives None. The block is found as
+    `extract_python_block` finds it, so an edit lands in the code the env will run (the blame check's
+    corruptions)."""
+    match = _FENCE.search(text)
+    if match is None:
+        return None
+    code = rewrite(match.group(1))
+    return None if code is None else text[: match.start(1)] + code + text[match.end(1) :]
 
 
 def extract_python_block(text: str) -> str | None:

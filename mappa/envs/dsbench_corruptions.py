@@ -11,21 +11,18 @@ Not covered: subtler data mistakes (a wrong join, a scaled target).
 
 from __future__ import annotations
 
-import re
-
+from mappa.agents.tool_calls import replace_python_block
 from mappa.core.types import Action, Trajectory
 from mappa.envs.corruption import Corruption
-
-_FENCE = re.compile(r"```(?:python|py)?[ \t]*\n(.*?)(?:```|\Z)", re.S)
 
 
 def _appended(action: Action, lines: str) -> str | None:
     """The response with `lines` appended to its program (None: it wrote none)."""
-    match = _FENCE.search(action.response)
-    if match is None or not match.group(1).strip():
-        return None
-    code = match.group(1).rstrip("\n") + "\n" + lines.strip("\n") + "\n"
-    return action.response[: match.start(1)] + code + action.response[match.end(1) :]
+
+    def rewrite(code: str) -> str | None:
+        return code.rstrip("\n") + "\n" + lines.strip("\n") + "\n" if code.strip() else None
+
+    return replace_python_block(action.response, rewrite)
 
 
 def _remove(path: str):

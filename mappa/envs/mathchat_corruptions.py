@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import re
 
+from mappa.agents.tool_calls import replace_python_block
 from mappa.core.types import Action, Trajectory
 from mappa.envs.corruption import Corruption
 
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 _SIGN = re.compile(r"(?<=[\d)\s])([-+*/])(?=[\s(\d])")
 _SWAP = {"+": "-", "-": "+", "*": "+", "/": "*"}
-_FENCE = re.compile(r"```(?:python|py)?[ \t]*\n(.*?)(?:```|\Z)", re.S)
 _PRINT = re.compile(r"print\((.*)\)")
 _BOXED = re.compile(r"\\boxed\{[^{}]*\}")
 
@@ -55,31 +55,21 @@ def _solver_wrong_operation(action: Action, trajectory: Trajectory) -> str | Non
     return text[: match.start()] + _SWAP[match.group(1)] + text[match.end() :]
 
 
-def _code_span(text: str) -> tuple[int, int] | None:
-    match = _FENCE.search(text)
-    return (match.start(1), match.end(1)) if match else None
-
-
 def _executor_prints_wrong(action: Action, trajectory: Trajectory) -> str | None:
-    span = _code_span(action.response)
-    if span is None:
-        return None
-    code = action.response[span[0] : span[1]]
     wrong = f"print({wrong_number(trajectory.problem.answer)})"
-    prints = list(_PRINT.finditer(code))
-    if prints:
+
+    def rewrite(code: str) -> str:
+        prints = list(_PRINT.finditer(code))
+        if not prints:
+            return code.rstrip("\n") + "\n" + wrong + "\n"
         last = prints[-1]
-        code = code[: last.start()] + wrong + code[last.end() :]
-    else:
-        code = code.rstrip("\n") + "\n" + wrong + "\n"
-    return action.response[: span[0]] + code + action.response[span[1] :]
+        return code[: last.start()] + wrong + code[last.end() :]
+
+    return replace_python_block(action.response, rewrite)
 
 
 def _executor_raises(action: Action, trajectory: Trajectory) -> str | None:
-    span = _code_span(action.response)
-    if span is None:
-        return None
-    return action.response[: span[0]] + "x = 1 / 0\n" + action.response[span[0] :]
+    return replace_python_block(action.response, lambda code: "x = 1 / 0\n" + code)
 
 
 def _verifier_wrong_final(action: Action, trajectory: Trajectory) -> str | None:

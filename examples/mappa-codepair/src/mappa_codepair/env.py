@@ -28,7 +28,7 @@ from typing import Any
 from pydantic import Field
 
 from mappa.agents.agent import Agent, Reply
-from mappa.agents.tool_calls import extract_python_block
+from mappa.agents.tool_calls import extract_python_block, replace_python_block
 from mappa.core.types import Action, Problem, ToolResult, Trajectory
 from mappa.envs.corruption import Corruption
 from mappa.envs.feedback import clip, describe_result
@@ -215,12 +215,15 @@ async def _run(problems, agents, limits, env: CodePairConfig) -> list[Trajectory
 
 def _wrong_body(action: Action, trajectory: Trajectory) -> str | None:
     """The Coder's function keeps its `def` line but returns None: every hidden test fails."""
-    code = extract_python_block(action.response)
-    header = next((line for line in (code or "").splitlines() if line.lstrip().startswith("def ")), None)
-    if header is None:
-        return None
-    indent = " " * (len(header) - len(header.lstrip()) + 4)
-    return action.response.replace(code, f"{header}\n{indent}return None")
+
+    def rewrite(code: str) -> str | None:
+        header = next((line for line in code.splitlines() if line.lstrip().startswith("def ")), None)
+        if header is None:
+            return None
+        indent = " " * (len(header) - len(header.lstrip()) + 4)
+        return f"{header}\n{indent}return None\n"
+
+    return replace_python_block(action.response, rewrite)
 
 
 # for `mappa coach-check`: the blame check plants this mistake in the Coder's function; the generic ones
