@@ -111,6 +111,11 @@ class RetryConfig(Section):
     evaluate: int = Field(0, ge=0)
     retention: int = Field(1, ge=0)
     delay_s: float = Field(10.0, ge=0)
+    prefect_outage_s: float = Field(900.0, ge=0)
+    """How long a run waits for an unreachable Prefect API before it stops (per outage; 0: stop at once).
+    15 minutes outlast a server's restart or upgrade (seconds to a few minutes, its database migrations
+    included) and a rescheduled pod, while a server gone for good stops the run (its workers idle) within
+    a quarter of an hour; the run's finished stages are kept either way (`mappa.flows.prefect_outage`)."""
 
     def delays(self, stage: str) -> list[float]:
         """The waits before each retry of `stage` (a field per registered stage: a test keeps them so)."""

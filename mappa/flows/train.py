@@ -6,11 +6,12 @@ before it, so the run's page in the Prefect UI draws the iteration diagram and a
 finished iterations done. A readable sequence of calls and nothing else: the stages live in `mappa.stages`
 (one module each), and every stage skips itself when its artifacts are complete, so running the flow again
 with the same run id continues where the run stopped. Progress goes to the flows' loggers, one line per
-stage.
+stage. An outage of the Prefect API is waited through, stage by stage (`mappa.flows.prefect_outage`).
 """
 
 from __future__ import annotations
 
+import functools
 import time
 from typing import Any
 
@@ -21,6 +22,7 @@ from mappa.cluster.ray_cluster import COACH, HOST, release_workers
 from mappa.config import load_config, override_config
 from mappa.envs.overlap import overlap_report
 from mappa.envs.registry import load_env_problems
+from mappa.flows.prefect_outage import Outage
 from mappa.flows.summary import run_summary
 from mappa.resources import check_resources
 from mappa.sandbox import check_isolation
@@ -83,16 +85,23 @@ def train(
     record_overlap(run)
     logger.info("run %s -> %s", run.run_id, run.store.url(run.run_id))
     root = config.storage.root
+    outage = Outage(config.retries.prefect_outage_s, logger.warning)
     with run.lock():  # a second flow on this run id is refused here, before it touches a worker
         try:
             for iteration in range(config.iterations):
-                state = train_iteration(root, run.run_id, iteration, return_state=True)
-                if not state.is_completed():
-                    state.result()  # raises the stage's error, failing the flow run
+                step = functools.partial(iteration_result, root, run.run_id, iteration)
+                outage.outlast(step, f"iteration {iteration}")
         finally:
             release_workers(run.run_id, [*config.agents, HOST, COACH])
             close_trackers(run)
     return run_summary(run)
+
+
+def iteration_result(root: str, run_id: str, iteration: int) -> None:
+    """Run iteration `iteration` as its subflow run; a failed one raises its stage's error."""
+    state = train_iteration(root, run_id, iteration, return_state=True)
+    if not state.is_completed():
+        state.result()  # raises the stage's error, failing the flow run
 
 
 @flow(name="mappa-iteration", flow_run_name="iteration-{iteration:04d}", log_prints=True)
@@ -106,42 +115,50 @@ def train_iteration(root: str, run_id: str, iteration: int) -> None:
         iteration: Which iteration (0 is the first).
     """
     run = Run.open(root, run_id)
-    config = run.config
     logger = get_run_logger()
+    outage = Outage(run.config.retries.prefect_outage_s, logger.warning)
     before = None  # the previous stage's state: the graph's arrow into the next one
     for name in TRAINING:
-        stage = configure_stage(name, config, run_id)
-        before = stage(root, run_id, iteration, return_state=True, wait_for=[before] if before else None)
-        manifest = before.result()  # a failed stage raises here, failing the iteration and the run
-        if before.name == "Cached":  # Prefect's cache answered: the stage is complete
-            manifest = {**manifest, "skipped": True}
+        before, manifest = run_stage(outage, run, name, iteration, after=before)
         logger.info(describe_stage(name, iteration, manifest))
         for warning in manifest.get("bias_warnings") or []:  # the coach-bias watch
             logger.warning(warning["message"])
-    report = configure_stage("report", config, run_id)
-    done = [report(root, run_id, iteration, wait_for=[before], return_state=True)]
-    done[0].result()  # a report that cannot write to the store stops the run
-    every = config.rollout.eval_every
+    # a report that cannot write to the store stops the run
+    done = [run_stage(outage, run, "report", iteration, after=before)[0]]
+    every = run.config.rollout.eval_every
     if every and (iteration + 1) % every == 0:
-        done.append(evaluate_iteration(run, iteration, logger, after=before))
+        done.append(evaluate_iteration(outage, run, iteration, logger, after=before))
     # older checkpoints go last, once the newest state has served everything that reads it
-    retention = configure_stage("retention", config, run_id)
-    state = retention(root, run_id, iteration, wait_for=done, return_state=True)
-    logger.info(describe_stage("retention", iteration, {**state.result(), "skipped": state.name == "Cached"}))
+    _, manifest = run_stage(outage, run, "retention", iteration, after=done)
+    logger.info(describe_stage("retention", iteration, manifest))
 
 
-def evaluate_iteration(run: Run, iteration: int, logger, after):
+def run_stage(outage: Outage, run: Run, name: str, iteration: int, after=None) -> tuple[Any, dict[str, Any]]:
+    """Stage `name` of `iteration` as its task, after the state(s) `after`: its state and its manifest
+    (`skipped` when Prefect's cache answered); a failed stage raises its error, an outage is waited for."""
+
+    def submit() -> tuple[Any, dict[str, Any]]:
+        stage = configure_stage(name, run.config, run.run_id)
+        wait_for = after if isinstance(after, list) else [after] if after else None
+        state = stage(run.config.storage.root, run.run_id, iteration, return_state=True, wait_for=wait_for)
+        manifest = state.result()  # a failed stage raises here, failing the iteration and the run
+        if state.name == "Cached":  # Prefect's cache answered: the stage is complete
+            manifest = {**manifest, "skipped": True}
+        return state, manifest
+
+    return outage.outlast(submit, f"{name} of iteration {iteration}")
+
+
+def evaluate_iteration(outage: Outage, run: Run, iteration: int, logger, after):
     """The held-out evaluation of `iteration`'s checkpoint, its held-out success logged to the trackers
     once (when it ran, not when it was cached) and its table published; returns its state."""
-    evaluate = configure_stage("evaluate", run.config, run.run_id)
-    state = evaluate(run.config.storage.root, run.run_id, iteration, return_state=True, wait_for=[after])
-    evaluated = state.result()
-    if state.name == "Cached" or evaluated.get("skipped"):
-        evaluated = {**evaluated, "skipped": True}
-    else:
+    state, evaluated = run_stage(outage, run, "evaluate", iteration, after=after)
+    if not evaluated.get("skipped"):
         log_scalars(run, iteration, {"val/success_rate": evaluated["success_rate"]})
     logger.info(describe_stage("evaluate", iteration, evaluated))
-    publish_evaluation(run, iteration, evaluation_rows(run, iteration))
+    rows = evaluation_rows(run, iteration)
+    publish = functools.partial(publish_evaluation, run, iteration, rows)
+    outage.outlast(publish, f"the table of iteration {iteration}'s evaluation")
     return state
 
 

@@ -17,6 +17,7 @@ import uuid
 from pathlib import Path
 
 MARKER = "MAPPA_TEST_PROCESS"
+LINGER_S = 15  # Ray's daemons stop a moment after their driver
 
 
 def child_env(prefect_api_url: str, **extra: str) -> dict[str, str]:
@@ -33,6 +34,7 @@ def child_env(prefect_api_url: str, **extra: str) -> dict[str, str]:
 class MappaProcess:
     def __init__(self, args: list[str], env: dict[str, str], log: Path) -> None:
         self.marker = uuid.uuid4().hex
+        self.left: list[str] = []
         self.log = log
         self._log_file = open(log, "ab")  # closed by wait() or kill()
         self.process = subprocess.Popen(
@@ -44,11 +46,19 @@ class MappaProcess:
         )
 
     def wait(self, timeout: float) -> int:
+        """The child's exit code. The processes of its run still alive `LINGER_S` after it ended are
+        recorded in `left` (their command lines; a clean end leaves none) and killed."""
         try:
-            return self.process.wait(timeout=timeout)
+            code = self.process.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             self.kill()
             raise AssertionError(f"mappa did not finish in {timeout} s; log:\n{self.output()}") from None
+        try:
+            deadline = time.monotonic() + LINGER_S
+            while self._marked() and time.monotonic() < deadline:
+                time.sleep(0.5)
+            self.left = [_cmdline(pid) for pid in self._marked()]
+            return code
         finally:
             self._stop_leftovers()
             self._log_file.close()
@@ -70,11 +80,15 @@ class MappaProcess:
     def output(self) -> str:
         return self.log.read_text(errors="replace")
 
+    def _marked(self) -> list[int]:
+        """The processes that carry this child's marker."""
+        needle = f"{MARKER}={self.marker}".encode()
+        return [pid for pid in _pids() if needle in _environ(pid)]
+
     def _stop_leftovers(self) -> None:
         """SIGKILL the processes that carry this child's marker (Ray's daemons outlive their driver)."""
-        needle = f"{MARKER}={self.marker}".encode()
         for _ in range(50):
-            pids = [pid for pid in _pids() if needle in _environ(pid)]
+            pids = self._marked()
             if not pids:
                 return
             for pid in pids:
@@ -87,6 +101,13 @@ class MappaProcess:
 
 def _pids() -> list[int]:
     return [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) != os.getpid()]
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")[:200]
+    except OSError:
+        return f"{pid} (gone)"
 
 
 def _environ(pid: int) -> bytes:

@@ -1,11 +1,14 @@
 """A server the tests start in a process of its own (Prefect's, vLLM's): on a free loopback port, its output
 in a log file, waited for until it answers, and stopped (terminated, killed if it lingers) when the block
-ends, also when the test fails."""
+ends, also when the test fails; and a Prefect server a test can crash and start again (`PrefectServer`)."""
 
 from __future__ import annotations
 
+import os
+import signal
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -52,3 +55,53 @@ def _answers(ready: Callable[[], bool]) -> bool:
         return ready()
     except httpx.HTTPError:
         return False
+
+
+class PrefectServer:
+    """`prefect server start` on a fixed loopback port with its own PREFECT_HOME, which a test can crash
+    (SIGKILL to its process group) and start again: the same URL, the same SQLite database of runs."""
+
+    def __init__(self, home: Path) -> None:
+        self.home = home
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}/api"
+        self.process: subprocess.Popen | None = None
+        self.starts = 0
+
+    def start(self, timeout_s: float = 180) -> None:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+        env.update(PREFECT_HOME=str(self.home), PREFECT_SERVER_ANALYTICS_ENABLED="false")
+        env.update(PREFECT_LOGGING_LEVEL="WARNING", PREFECT_UI_ENABLED="false")
+        prefect = str(Path(sys.executable).with_name("prefect"))
+        command = [prefect, "server", "start", "--host", "127.0.0.1", "--port", str(self.port)]
+        self.starts += 1
+        with open(self.home / f"server-{self.starts}.log", "wb") as log:
+            self.process = subprocess.Popen(
+                command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
+        deadline = time.monotonic() + timeout_s
+        while not _answers(lambda: httpx.get(f"{self.url}/health", timeout=2).status_code == 200):
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                log_end = (self.home / f"server-{self.starts}.log").read_text()[-3000:]
+                self.crash()
+                pytest.fail(f"prefect server start did not answer in {timeout_s:g} s: {log_end}")
+            time.sleep(0.5)
+
+    def crash(self) -> None:
+        """SIGKILL the server and its children: no shutdown, as a lost node or an OOM kill would."""
+        if self.process is None:
+            return
+        try:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.process.wait(timeout=30)
+        self.process = None
+
+    def __enter__(self) -> PrefectServer:
+        self.home.mkdir(parents=True, exist_ok=True)
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.crash()
