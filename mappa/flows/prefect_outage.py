@@ -166,3 +166,25 @@ def _unavailable(exc: httpx.HTTPError) -> bool:
 def _short(exc: BaseException) -> str:
     lines = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {lines[0][:160]}" if lines else type(exc).__name__
+
+
+def outage_message(exc: BaseException) -> str | None:
+    """What stopped a run that a Prefect outage stopped, in the user's words: the spent budget's message, or
+    the API that stopped answering (rather than the name of the internal error that met it); None for any
+    other failure."""
+    chain = _chain(exc)
+    for error in chain:
+        if isinstance(error, PrefectUnreachable):
+            return str(error)
+    try:
+        url = api_url()
+    except Exception:  # noqa: BLE001 - the run's own error is printed then
+        return None
+    if url is None:
+        return None
+    from_prefect = from_prefect_client(exc, url) or any(
+        type(e).__module__.startswith("prefect") for e in chain
+    )
+    if from_prefect and not api_answers(url):
+        return f"the Prefect API at {url} stopped answering ({_short(exc)})"
+    return None
