@@ -26,8 +26,8 @@ def child_env(prefect_api_url: str, **extra: str) -> dict[str, str]:
         PREFECT_API_URL=prefect_api_url,
         PREFECT_LOGGING_LEVEL="WARNING",
         MAPPA_RAY_TMP=tempfile.mkdtemp(prefix="ray-", dir="/tmp"),
-        **extra,
     )
+    env.update(extra)  # a test's settings win
     return env
 
 

@@ -1,0 +1,112 @@
+"""A run outlives its Prefect server: a real `prefect server start` crashed (SIGKILL) in the middle of a tiny
+`mappa train` and started again on the same port and database.
+
+1. The server goes away once iteration 0's score stage has finished and stays away for `OUTAGE_S` plus its
+   start-up: the run waits at the next stage boundary, says so, and finishes; no stage runs twice. Prefect's
+   own client is told to give up within seconds (PREFECT_CLIENT_MAX_RETRIES=1), so what carries the run is
+   mappa's wait, not Prefect's minute of retries.
+2. `mappa resume` to a third iteration with a 10 s budget, the server crashed inside that iteration's
+   rollout and kept away: the command stops with one line naming the API's URL, the step and the resume
+   command, no traceback, no process left; with the server back, `mappa resume` finishes the run, the
+   finished stages' manifests byte for byte as they were, each stage finished once per iteration.
+
+The 150 s outages of the issue, at several moments and with Prefect's default retries:
+`benchmarks/prefect_outage.py` (too slow for the suite).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from mappa_process import MappaProcess, child_env
+from server_process import PrefectServer
+from tiny_run import NO_RETRIES, write_tiny_config
+
+from mappa.stages import TRAINING
+from mappa.storage.run import Run
+
+pytestmark = pytest.mark.slow
+
+TIMEOUT_S = 600
+OUTAGE_S = 10
+STAGES = (*TRAINING, "report", "retention")
+
+
+def wait_for_event(root: Path, run_id: str, iteration: int, stage: str, kind: str, process: MappaProcess):
+    deadline = time.monotonic() + TIMEOUT_S
+    while time.monotonic() < deadline:
+        if (root / run_id / "events").is_dir():
+            events = Run.open(str(root), run_id).events()
+            if any((e["iteration"], e["stage"], e["kind"]) == (iteration, stage, kind) for e in events):
+                return
+        assert process.process.poll() is None, (
+            f"the run ended before {stage} {kind}: {process.output()[-3000:]}"
+        )
+        time.sleep(0.2)
+    raise AssertionError(f"no {stage} {kind} in iteration {iteration} after {TIMEOUT_S} s")
+
+
+def manifests(root: Path, run_id: str) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in (root / run_id).glob("iter-*/*/manifest.json")}
+
+
+def test_a_prefect_outage_is_waited_through_and_a_longer_one_stops_in_one_line(tmp_path, tiny_model):
+    root = tmp_path / "runs"
+    config = write_tiny_config(
+        tmp_path / "config.yaml",
+        tiny_model,
+        root,
+        name="outage",
+        iterations=2,
+        retries={**NO_RETRIES, "prefect_outage_s": 300},
+        cluster={"num_cpus": 2, "torch_threads": 1},
+    )
+    with PrefectServer(tmp_path / "prefect-home") as server:
+        env = child_env(server.url, PREFECT_CLIENT_MAX_RETRIES="1", PREFECT_LOGGING_LEVEL="INFO")
+        train = MappaProcess(["train", str(config), "--run-id", "outage"], env, tmp_path / "train.txt")
+        wait_for_event(root, "outage", 0, "score", "finished", train)
+        server.crash()
+        time.sleep(OUTAGE_S)
+        server.start()
+        assert train.wait(TIMEOUT_S) == 0, train.output()[-4000:]
+        printed = train.output()
+        assert f"the Prefect API at {server.url} does not answer; the run waits before" in printed, printed[
+            -4000:
+        ]
+        assert f"the Prefect API at {server.url} is back after" in printed
+        assert train.left == [], train.left
+        run = Run.open(str(root), "outage")
+        kinds = Counter((e["iteration"], e["stage"], e["kind"]) for e in run.events())
+        for iteration in (0, 1):
+            for stage in STAGES:
+                assert kinds[(iteration, stage, "finished")] == 1, (iteration, stage, sorted(kinds.items()))
+                assert kinds[(iteration, stage, "started")] == 1, (iteration, stage, sorted(kinds.items()))
+
+        before = manifests(root, "outage")
+        args = ["resume", "outage", "--root", str(root), "--iterations", "3"]
+        resume = MappaProcess([*args, "--set", "retries.prefect_outage_s=10"], env, tmp_path / "resume.txt")
+        wait_for_event(root, "outage", 2, "rollout", "started", resume)
+        server.crash()
+        code = resume.wait(TIMEOUT_S)
+        printed = resume.output()
+        lines = [line for line in printed.splitlines() if line.strip()]
+        assert code == 1 and "Traceback" not in printed, printed[-4000:]
+        stopped = [line for line in lines if line.startswith("error: run outage stopped")]
+        assert len(stopped) == 1, lines[-10:]
+        assert f"the Prefect API at {server.url} did not answer for" in stopped[0], stopped
+        assert "retries.prefect_outage_s" in stopped[0] and "of iteration 2" in stopped[0], stopped
+        assert f"Continue with: mappa resume outage --root {root}" in stopped[0], stopped
+        assert resume.left == [], resume.left
+
+        server.start()
+        again = MappaProcess(["resume", "outage", "--root", str(root)], env, tmp_path / "again.txt")
+        assert again.wait(TIMEOUT_S) == 0, again.output()[-4000:]
+        assert again.left == [], again.left
+    after = manifests(root, "outage")
+    assert {name: after[name] for name in before} == before  # iterations 0 and 1 untouched
+    kinds = Counter((e["iteration"], e["stage"], e["kind"]) for e in Run.open(str(root), "outage").events())
+    for stage in STAGES:
+        assert kinds[(2, stage, "finished")] == 1, (stage, sorted(kinds.items()))
