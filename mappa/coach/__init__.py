@@ -4,12 +4,12 @@
 per action (`build_requests`, templates in `templates/`), scores them and checks alignment;
 `coach_bias_report` says whether scores track outcomes. Files: prompt (templates, requests), parse (the
 score line), base (ask / re-ask / fallback), openai, local, rubric (backends; a rubric's rules are its
-env's), build, score, bias.
+env's), outage (an endpoint's outage clock), build, score, bias.
 
 Not covered here: caching coach answers and writing score artifacts (the score stage).
 """
 
-from mappa.coach.base import Coach, CoachError, CoachUnavailableError, LLMCoach
+from mappa.coach.base import Coach, CoachError, CoachOutageError, CoachUnavailableError, LLMCoach
 from mappa.coach.build import build_coach
 from mappa.coach.local import LocalCoach
 from mappa.coach.openai import OpenAICoach
@@ -28,6 +28,7 @@ from mappa.coach.score_agreement import coach_bias_report
 __all__ = [
     "Coach",
     "CoachError",
+    "CoachOutageError",
     "CoachRequest",
     "CoachUnavailableError",
     "LLMCoach",

@@ -42,6 +42,14 @@ class CoachUnavailableError(CoachError):
     """The coach endpoint could not be reached (or did not answer) after all retries."""
 
 
+class CoachOutageError(CoachUnavailableError):
+    """The coach endpoint stayed unreachable for longer than `coach.outage_budget_s`. The wait is spent:
+    the score stage is not retried by Prefect (`waited_out`, `mappa.core.errors.worth_retrying`), which
+    would only wait that long again; the run stops and `mappa resume` continues it."""
+
+    waited_out = True
+
+
 class Coach(Protocol):
     """Anything that scores actions: `score` returns one `ActionScore` per request, in order."""
 

@@ -1,13 +1,16 @@
 """A coach behind any OpenAI-compatible chat endpoint (a vLLM server, a hosted API).
 
 One POST `{base_url}/chat/completions` per chat, at most `max_concurrency` in flight (a semaphore).
-Connection errors, timeouts, 429 and 5xx are retried up to `max_retries` times with exponential backoff
-and full jitter (a numeric `Retry-After` is honoured, capped at 30 s); other 4xx fail at once, naming
-the status and the endpoint. When the endpoint stays unreachable, `CoachUnavailableError` names the
-base_url and the fix. The API key is sent only in the Authorization header: never logged, never in
-errors or `repr`. `usage` counts what the endpoint reported using (requests answered, prompt and
-completion tokens, from each answer's `usage`) and the most requests that were in flight at once; the score
-manifest records it (`coach_usage`).
+Connection errors, timeouts, 408, 429 and 5xx are retried up to `max_retries` times with exponential
+backoff and full jitter (a numeric `Retry-After` is honoured, capped at 30 s); other 4xx fail at once,
+naming the status and the endpoint. An endpoint that is down (no connection, a timeout, 502/503/504: a
+server restarting) is waited for longer, up to `outage_budget_s` on one outage clock shared by the
+coach's requests (`mappa.coach.outage`); past it `CoachOutageError` names the base_url, the wait and the
+fix. Each answer is handed to `on_answer` (the run's coach cache) as it arrives, and a failure is raised
+only once the requests in flight have ended, so the stage's next attempt asks only for the rest. The API
+key is sent only in the Authorization header: never logged, never in errors or `repr`. `usage` counts
+what the endpoint reported using (requests answered, prompt and completion tokens, from each answer's
+`usage`) and the most requests that were in flight at once; the score manifest records it (`coach_usage`).
 
 Not covered here: streaming, tool calling, or counting tokens against the endpoint's context limit.
 """
@@ -19,7 +22,8 @@ import random
 
 import httpx
 
-from mappa.coach.base import CoachError, CoachUnavailableError, LLMCoach, OnAnswer
+from mappa.coach.base import CoachError, CoachOutageError, CoachUnavailableError, LLMCoach, OnAnswer
+from mappa.coach.outage import OUTAGE_STATUS, EndpointOutage
 from mappa.config import CoachConfig
 
 _RETRY_STATUS = frozenset({408, 429}) | frozenset(range(500, 600))
@@ -42,6 +46,7 @@ class OpenAICoach(LLMCoach):
         self._in_flight = 0
         self.backoff_s = backoff_s
         self.max_backoff_s = max_backoff_s
+        self.outage = EndpointOutage(config.base_url, config.outage_budget_s, first_wait_s=backoff_s)
 
     def __repr__(self) -> str:
         return f"OpenAICoach(model={self.model_name!r}, url={self.url!r})"
@@ -90,19 +95,22 @@ class OpenAICoach(LLMCoach):
             "temperature": self.config.temperature,
             "max_tokens": self.config.max_new_tokens,
         }
-        attempts = self.config.max_retries + 1
-        last = ""
-        for attempt in range(attempts):
+        attempt = 0
+        while True:
             retry_after: float | None = None
             try:
                 response = await client.post(self.url, json=payload)
-            except httpx.TransportError as exc:  # connection refused, DNS, timeouts
-                last = f"{type(exc).__name__}: {exc}"
+            except httpx.TransportError as exc:  # connection refused, DNS, timeouts, a dropped connection
+                last, down = f"{type(exc).__name__}: {exc}", True
             else:
                 if response.status_code == 200:
+                    self.outage.answered()
                     answer, used = _answer(response, self.url)
                     self._count(used)
                     return answer
+                down = response.status_code in OUTAGE_STATUS
+                if not down:
+                    self.outage.answered()  # it answers, if not well: the outage (if any) is over
                 if response.status_code not in _RETRY_STATUS:
                     raise CoachError(
                         f"coach endpoint {self.url} answered HTTP {response.status_code}: "
@@ -111,13 +119,29 @@ class OpenAICoach(LLMCoach):
                     )
                 last = f"HTTP {response.status_code}"
                 retry_after = _retry_after(response)
-            if attempt + 1 < attempts:
-                await asyncio.sleep(self._delay(attempt, retry_after))
-        raise CoachUnavailableError(
+            wait = self.outage.wait_s(last, retry_after) if down else None
+            if wait is None:  # not an outage, or one past its budget: the count of retries decides
+                if attempt >= self.config.max_retries:
+                    raise self._unavailable(attempt + 1, last, down)
+                wait = self._delay(attempt, retry_after)
+            attempt += 1
+            await asyncio.sleep(wait)
+
+    def _unavailable(self, attempts: int, last: str, down: bool) -> CoachUnavailableError:
+        """The error that stops the stage: an outage past its budget, or a request out of retries."""
+        if down and self.config.outage_budget_s > 0:
+            return CoachOutageError(
+                f"coach endpoint {self.config.base_url} did not answer for {self.outage.down_s:.0f} s (last: "
+                f"{last}), longer than coach.outage_budget_s={self.config.outage_budget_s:g}; the answers "
+                f"that arrived are kept. Fix: bring the server back (e.g. `vllm serve <model> --port 8000`) "
+                f"or resume with --set coach.base_url=<another>; raise coach.outage_budget_s to wait longer"
+            )
+        return CoachUnavailableError(
             f"coach endpoint {self.config.base_url} did not answer after {attempts} attempt(s) "
             f"(last: {last}). "
             f"Fix: start the server (e.g. `vllm serve <model> --port 8000`) or correct coach.base_url; raise "
-            f"coach.timeout_s / coach.max_retries for a slow endpoint; or use coach.type=rubric offline."
+            f"coach.timeout_s / coach.max_retries / coach.outage_budget_s for a slow endpoint; or use "
+            f"coach.type=rubric offline."
         )
 
     def _delay(self, attempt: int, retry_after: float | None) -> float:

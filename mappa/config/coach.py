@@ -58,6 +58,21 @@ class CoachConfig(Section):
     """Show the coach the reference answer; recorded in every score row."""
     max_concurrency: int = Field(8, ge=1, le=256)
     max_retries: int = Field(3, ge=0, le=10)
+    """For `openai`: how often one request is retried after a connection error, a timeout, HTTP 408, 429 or
+    5xx (exponential backoff with full jitter, a numeric Retry-After honoured up to 30 s). An endpoint
+    that is down (no connection, a timeout, 502/503/504) is retried for `outage_budget_s` as well."""
+    outage_budget_s: float = Field(600.0, ge=0)
+    """For `openai`: how long the score stage waits for an endpoint that is down (refuses connections,
+    times out, answers 502/503/504) before it stops the run. A vLLM server's restart with its model load
+    takes 1-5 minutes, so the default (10 minutes) rides one out. The coach's requests share one outage
+    clock: they try again together, at most 30 s apart, with one log line per wait; every answer that
+    arrived stays in the run's coach cache. Past the budget the stage fails with `CoachOutageError` (the
+    endpoint, the wait, the fix) and is not retried by `retries.score`, whose retries would wait as long
+    again. So the longest a score stage waits for a dead endpoint is this budget plus the last tries in
+    flight (one `timeout_s` for a server that hangs instead of refusing; more only for a request that
+    has not yet made `max_retries` tries). Then `mappa resume` (with `--set coach.outage_budget_s=...` or
+    another `coach.base_url` if needed) asks only for the missing answers. 0: no waiting, only
+    `max_retries` (and `retries.score`, up to `retries.score + 1` times as long) count."""
     timeout_s: float = Field(60.0, gt=0)
     temperature: float = Field(0.0, ge=0, le=2)
     max_new_tokens: int = Field(160, ge=8, le=4096)

@@ -28,7 +28,7 @@ from mappa.envs.spec import EnvSection, EnvSpec
 # can move to another root, cluster or coach endpoint, get more iterations or retries, and keep its work.
 OPERATIONAL_FIELDS = {
     "": ("storage", "iterations", "cluster", "retries", "trackers", "checkpoint"),
-    "coach": ("base_url", "api_key_env", "max_concurrency", "max_retries", "timeout_s"),
+    "coach": ("base_url", "api_key_env", "max_concurrency", "max_retries", "outage_budget_s", "timeout_s"),
     "rollout": ("eval_every",),
     "env": ("workspace_root",),
 }

@@ -17,3 +17,13 @@ def error_line(exc: BaseException) -> str:
     if not message:
         return type(exc).__name__
     return message if plain else f"{type(exc).__name__}: {message}"
+
+
+def worth_retrying(exc: BaseException) -> bool:
+    """Whether a stage retry could help: not for an error that says it already waited out its own budget
+    (`waited_out = True`, e.g. a coach endpoint down for longer than coach.outage_budget_s), where a retry
+    would only wait as long again."""
+    cause = getattr(exc, "cause", None)
+    if isinstance(cause, BaseException):
+        exc = cause
+    return not getattr(exc, "waited_out", False)

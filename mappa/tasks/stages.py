@@ -4,7 +4,8 @@ Tasks take the run's root, id and the iteration (small, hashable parameters) and
 manifest (URIs, counts, timings); the data itself stays in the artifact store. Each stage skips itself
 when its manifest matches (`mappa.stages.execute`), and each task's cache key is that same expected
 manifest (mappa.tasks.caching), so a re-run or retry of a task or flow never redoes finished work. The
-flow sets retries and the result storage per run (`configure_stage`).
+flow sets retries and the result storage per run (`configure_stage`); an error that already waited out its
+own budget (`mappa.core.errors.worth_retrying`) is not retried.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 from prefect import Task, task
 
 from mappa.config import RunConfig
+from mappa.core.errors import worth_retrying
 from mappa.stages import REGISTRY, Stage, execute, get_stage
 from mappa.storage.run import Run
 from mappa.tasks.caching import result_storage, stage_cache_key
@@ -48,5 +50,12 @@ def configure_stage(name: str, config: RunConfig, run_id: str, retries_of: str |
     return TASKS[name].with_options(
         retries=len(delays),
         retry_delay_seconds=delays or 0,
+        retry_condition_fn=retry_unless_waited_out,
         result_storage=result_storage(config.storage.root, run_id),
     )
+
+
+def retry_unless_waited_out(task: Task, task_run: Any, state: Any) -> bool:
+    """Prefect's retry condition: retry a failed stage unless its error already waited out a budget of its
+    own (a coach endpoint down past coach.outage_budget_s), which a retry would only wait out again."""
+    return not isinstance(state.data, BaseException) or worth_retrying(state.data)

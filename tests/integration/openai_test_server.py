@@ -5,7 +5,8 @@ Authorization headers it was sent (a test checks that a key from the environment
 
 Hooks: `fail_next` answers that many requests with HTTP 503 (a passing outage); `before_answer(number)` runs
 before request `number` (1-based) is answered and may return False to drop it unanswered (a test kills the
-run there, mid-stage). A scripted fake: the tests using it are not about the coach's judgement.
+run there, mid-stage, or stops the server: `stop()`, and later `restart()` on the same port). A scripted
+fake: the tests using it are not about the coach's judgement.
 """
 
 from __future__ import annotations
@@ -95,19 +96,37 @@ def _handler(state: CoachServerState) -> type[BaseHTTPRequestHandler]:
 
 
 class CoachServer:
-    """`with CoachServer() as server:` serves on 127.0.0.1 at `server.base_url` in a thread."""
+    """`with CoachServer() as server:` serves on 127.0.0.1 at `server.base_url` in a thread. `stop()` closes
+    the port as a dead server would (connections refused); `restart()` serves again on the same port, with
+    the same state (counts, hooks)."""
 
     def __init__(self) -> None:
         self.state = CoachServerState()
-        self._httpd = _Server(("127.0.0.1", 0), _handler(self.state))
-        self.base_url = f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
+        self._serve(port=0)
+        self.port = self._httpd.server_address[1]
+        self.base_url = f"http://127.0.0.1:{self.port}/v1"
+
+    def _serve(self, port: int) -> None:
+        self._httpd = _Server(("127.0.0.1", port), _handler(self.state))
         self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05})
+        self.running = False
 
     def __enter__(self) -> CoachServer:
         self._thread.start()
+        self.running = True
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        if not self.running:
+            return
         self._httpd.shutdown()
         self._httpd.server_close()
         self._thread.join(timeout=5)
+        self.running = False
+
+    def restart(self) -> None:
+        self._serve(self.port)
+        self.__enter__()

@@ -15,8 +15,16 @@ NO_RETRIES = {stage: 0 for stage in ("rollout", "score", "advantages", "update",
 
 
 def scripted_coach(base_url: str, **settings: Any) -> dict[str, Any]:
-    """The coach section for the scripted OpenAI-compatible test server (no client retries)."""
-    return {"type": "openai", "base_url": base_url, "model": "scripted-coach", "max_retries": 0, **settings}
+    """The coach section for the scripted OpenAI-compatible test server (no client retries, no waiting
+    through an outage: a test that stops the server sets `outage_budget_s`)."""
+    return {
+        "type": "openai",
+        "base_url": base_url,
+        "model": "scripted-coach",
+        "max_retries": 0,
+        "outage_budget_s": 0,
+        **settings,
+    }
 
 
 def write_tiny_config(
