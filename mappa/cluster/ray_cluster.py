@@ -15,7 +15,7 @@ first `engine.num_engines` ranks each hold an engine and share every generation 
 `cluster.placement` puts a seat's workers on the nodes that have the Ray resources it names
 (`mappa.cluster.placement`, checked before any worker starts). On a CPU machine the agents' workers share
 one actor, `mappa-<run id>-seats`, where they can (`mappa.cluster.seat_host`). Nothing else differs
-between a laptop and a cluster.
+between a laptop and a cluster. A head that goes away ends the run in one line (`mappa.cluster.head_watch`).
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from typing import Any
 import ray
 
 from mappa.cluster.handles import WorkerHandle
+from mappa.cluster.head_watch import watch_head
 from mappa.cluster.model_worker import ModelWorker
 from mappa.cluster.placement import check_placement
 from mappa.cluster.rank_group import CPU_SHARE, RankGroup, in_bundle, process_group_env, rank_placement
@@ -138,6 +139,7 @@ def agent_workers(
     "weights") loads its weights alone (also from one that retention stripped). A checkpoint retention
     deleted is refused in one line naming `purpose` before any worker loads (`require_checkpoint`)."""
     ensure_ray(run.config)
+    watch_head(run)  # a lost head ends the command in one line, not in Ray's (mappa.cluster.head_watch)
     config = run.config
     if iteration > 0:
         purpose = purpose or f"iteration {iteration}"
@@ -193,6 +195,7 @@ def coach_worker(run: Run, model: str | None = None, name: str = COACH) -> Worke
     """A local coach's model (frozen), for `coach.type: local`: the run's coach (`model` None), or another
     model under another worker name (a re-scoring)."""
     ensure_ray(run.config)
+    watch_head(run)
     check_placement(run.config, [name])
     # HF: `expected` scoring reads next-token probabilities, which the vLLM engine does not give
     worker = _worker(run, name, model or run.config.coach.model, trainable=False, engine="hf")

@@ -27,11 +27,19 @@ def _ray() -> str:
 
 
 class RayNode:
-    def __init__(self, resources: dict[str, float], env: dict[str, str], head: str | None = None) -> None:
-        """Start a node with 2 CPUs and `resources`: the head if `head` is None, else joining `head`
-        (host:port). `env` is the node's environment (what its workers see: the store's credentials)."""
+    def __init__(
+        self,
+        resources: dict[str, float],
+        env: dict[str, str],
+        head: str | None = None,
+        port: int | None = None,
+        dashboard: bool = True,
+    ) -> None:
+        """Start a node with 2 CPUs and `resources`: the head if `head` is None (on `port`, default a free
+        one; with its dashboard unless `dashboard` is false), else joining `head` (host:port). `env` is the
+        node's environment (what its workers see: the store's credentials)."""
         self.temp_dir = tempfile.mkdtemp(prefix="rn-", dir="/tmp")  # short: Ray's socket paths
-        self.port = free_port()
+        self.port = port or free_port()
         self.dashboard_port = free_port()
         ports = [
             f"--node-manager-port={free_port()}",
@@ -46,7 +54,7 @@ class RayNode:
                 "--head",
                 f"--port={self.port}",
                 "--node-ip-address=127.0.0.1",
-                "--include-dashboard=true",
+                f"--include-dashboard={str(dashboard).lower()}",
                 "--dashboard-host=127.0.0.1",
                 f"--dashboard-port={self.dashboard_port}",
             ]

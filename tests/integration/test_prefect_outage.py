@@ -26,7 +26,7 @@ from server_process import PrefectServer
 from tiny_run import NO_RETRIES, write_tiny_config
 
 from mappa.stages import TRAINING
-from mappa.storage.run import Run
+from mappa.storage.run import MANIFEST, Run
 
 pytestmark = pytest.mark.slow
 
@@ -50,7 +50,8 @@ def wait_for_event(root: Path, run_id: str, iteration: int, stage: str, kind: st
 
 
 def manifests(root: Path, run_id: str) -> dict[str, bytes]:
-    return {str(p.relative_to(root)): p.read_bytes() for p in (root / run_id).glob("iter-*/*/manifest.json")}
+    """Every stage manifest of the run, by path."""
+    return {str(p.relative_to(root)): p.read_bytes() for p in (root / run_id).glob(f"iter-*/*/{MANIFEST}")}
 
 
 def test_a_prefect_outage_is_waited_through_and_a_longer_one_stops_in_one_line(tmp_path, tiny_model):
@@ -86,6 +87,10 @@ def test_a_prefect_outage_is_waited_through_and_a_longer_one_stops_in_one_line(t
                 assert kinds[(iteration, stage, "started")] == 1, (iteration, stage, sorted(kinds.items()))
 
         before = manifests(root, "outage")
+        wanted = {
+            f"outage/iter-000{i}/{stage}/{MANIFEST}" for i in (0, 1) for stage in (*TRAINING, "retention")
+        }
+        assert wanted <= set(before), sorted(before)
         args = ["resume", "outage", "--root", str(root), "--iterations", "3"]
         resume = MappaProcess([*args, "--set", "retries.prefect_outage_s=10"], env, tmp_path / "resume.txt")
         wait_for_event(root, "outage", 2, "rollout", "started", resume)
