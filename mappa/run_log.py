@@ -4,9 +4,11 @@ the run fails.
 While the command runs, every log record (Prefect's flow and task lines, mappa's own, with their
 tracebacks) also goes to a file under the run: `ROOT/RUN_ID/logs/<command>-<time>.log` for a local root;
 for a remote root (s3://...) the file is written under `~/.cache/mappa/logs/RUN_ID/` and copied into the
-run's `logs/` when the command ends. The terminal keeps the progress lines but no traceback and none of
-Prefect's lines about a failure (each repeats the error); the command ends with one line naming the error,
-the stage it stopped in, the log file and the command that continues the run (`mappa.cli.commands.failed`).
+run's `logs/` when the command ends (when the run stopped because that store does not answer, the last
+line names the file on this machine instead, and the copy is tried once, quietly: `RunLog.place`). The
+terminal keeps the progress lines but no traceback and none of Prefect's lines about a failure (each
+repeats the error); the command ends with one line naming the error, the stage it stopped in, the log file
+and the command that continues the run (`mappa.cli.commands.failed`).
 `--debug` hides nothing: the tracebacks print and the error is raised.
 
 Not covered: runs started from the Prefect UI (`mappa serve`): their logs, tracebacks included, are in the
@@ -37,6 +39,13 @@ class RunLog:
     """Where the log is kept with the run (the same as `path` for a local root)."""
     started: str
     """When the command started, as the run's events write times (`TIME_FORMAT`)."""
+    store: ArtifactStore
+    """The run's store, where the log is copied to (a remote root's, when the command ends)."""
+
+    def place(self) -> str:
+        """Where a user finds the log once the command ended: under the run, or the file on this machine
+        when the run's store is out of reach (this process gave up on it: the copy will fail)."""
+        return str(self.path) if self.store.given_up() else self.url
 
 
 class _TerminalFilter(logging.Filter):
@@ -76,7 +85,7 @@ def run_log(root: str, run_id: str, command: str, debug: bool = False) -> Iterat
     else:
         path = LOCAL_CACHE / run_id / name
     path.parent.mkdir(parents=True, exist_ok=True)
-    log = RunLog(path, store.url(run_id, "logs", name), time.strftime(TIME_FORMAT, now))
+    log = RunLog(path, store.url(run_id, "logs", name), time.strftime(TIME_FORMAT, now), store)
     handler = logging.FileHandler(path, encoding="utf-8")
     handler.setFormatter(logging.Formatter(LOG_FORMAT))
     root_logger = logging.getLogger()
@@ -93,7 +102,11 @@ def run_log(root: str, run_id: str, command: str, debug: bool = False) -> Iterat
         root_logger.removeHandler(handler)
         handler.close()
         if not store.is_local:
+            named_here = store.given_up()  # the command's last line named the file on this machine
             try:
                 store.write_bytes(path.read_bytes(), run_id, "logs", name)
             except Exception:  # noqa: BLE001 - the local file stays; the run's error matters more
-                logging.getLogger("mappa").warning("could not copy the log to %s; it is at %s", log.url, path)
+                if not named_here:
+                    logging.getLogger("mappa").warning(
+                        "could not copy the log to %s; it is at %s", log.url, path
+                    )

@@ -119,6 +119,7 @@ LONGEST_FILES = (
     "test_checkpoint_retention.py",  # ~140-150 s
     "test_prefect_server.py",  # ~75-140 s
     "test_vllm_coach_server.py",  # ~65-110 s
+    "test_s3_outage.py",  # ~75-95 s (two child runs)
     "test_ray_cluster.py",  # ~85-95 s
     "test_plugin_env.py",  # ~75-85 s
     "test_stage_retry.py",  # ~45-60 s

@@ -33,7 +33,9 @@ from mappa.config import AlgoConfig, EngineConfig, LoraConfig, TrainerConfig
 from mappa.core.types import TrainSample
 from mappa.inference.engine import SamplingParams
 from mappa.inference.vllm_engine import vllm_engine_for
-from mappa.storage.checkpoints import OPTIMIZER_STATE
+from mappa.storage.checkpoints import OPTIMIZER_STATE, WRITTEN_LAST
+from mappa.storage.outage import StoreOutageError
+from mappa.storage.run import Run
 from mappa.storage.store import ArtifactStore
 
 
@@ -41,21 +43,35 @@ class StoreUnreachableError(RuntimeError):
     """A worker's node cannot reach the run's artifact store."""
 
 
+_OUTAGE_BUDGETS: dict[tuple[str, str], float] = {}
+"""The `storage.outage_budget_s` of each (root, run id) this process has reached. Before its first contact
+a worker waits out nothing: the driver has just reached the store, so a worker that cannot is more likely
+on a node set up without the endpoint or credentials than seeing an outage."""
+
+
 def worker_store(root: str, run_id: str, seat: str) -> ArtifactStore:
     """The run's store as this worker's node sees it: a StoreUnreachableError naming the node and the fix
     when the run is not there (a local root on another machine than the driver's) or the store answers
-    with an error (no credentials on this node)."""
+    with an error at first contact (no credentials on this node); later, an outage is waited out for the
+    run's `storage.outage_budget_s` (`StoreOutageError` past it)."""
     import ray
 
     node = ray.util.get_node_ip_address() if ray.is_initialized() else "this machine"
-    store = ArtifactStore(root)
+    budget = _OUTAGE_BUDGETS.get((root, run_id))
+    store = ArtifactStore(root, outage_budget_s=0.0 if budget is None else budget)
     try:
         found = store.exists(run_id, "config.yaml")
+        if found and budget is None and not store.is_local:
+            store.outage_budget_s = Run.open(root, run_id).config.storage.outage_budget_s
+            _OUTAGE_BUDGETS[(root, run_id)] = store.outage_budget_s
     except Exception as exc:  # noqa: BLE001 - fsspec backends raise their own (botocore's, aiohttp's, ...)
+        if budget is not None and isinstance(exc, StoreOutageError):
+            raise  # reached before: an outage, waited out for the run's budget
+        cause = exc.__cause__ if isinstance(exc, StoreOutageError) and exc.__cause__ else exc
         raise StoreUnreachableError(
             f"the worker of agent {seat} on node {node} cannot reach the artifact store {store.url(run_id)}: "
-            f"{type(exc).__name__}: {exc}. Give every node the store's credentials (AWS_* in the environment "
-            "`ray start` runs in, or an instance role)"
+            f"{type(cause).__name__}: {cause}. Give every node the store's credentials (AWS_* in the "
+            "environment `ray start` runs in, or an instance role)"
         ) from exc
     if not found:
         where = "a folder on the driver's machine" if store.is_local else "a store this node sees empty"
@@ -203,7 +219,8 @@ class ModelWorker:
         with tempfile.TemporaryDirectory(prefix="mappa-ckpt-") as tmp:
             self.trainer.save_checkpoint(Path(tmp), extra={"iteration": iteration, **(position or {})})
             self.tokenizer.save_pretrained(tmp)
-            return store.put_folder(Path(tmp), *parts, move=True)
+            # the weights, then the full state's marker, last: a copy cut short never looks full
+            return store.put_folder(Path(tmp), *parts, move=True, last=WRITTEN_LAST)
 
     def load_checkpoint(self, root: str, parts: list[str], weights_only: bool = False) -> int:
         """Load a checkpoint's full state (or its weights alone, its optimizer state neither copied nor read:

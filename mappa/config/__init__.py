@@ -7,10 +7,10 @@ they come from the environment (`coach.api_key_env` names the variable; S3's are
 YAML, artifacts or logs.
 
 Sections by what they decide: `training` (agents, algorithm, rollout, trainer, engine), `coach`,
-`operations` (sandbox, storage, checkpoints, cluster, retries, trackers), `run` (the whole run and its
-hash), `loading` (YAML, overrides), `origins` (whether a setting came from the file or `--set`), `errors`
-(how a problem reads). Not covered here: what the fields mean at run time (see the module that reads each
-section).
+`operations` (sandbox, checkpoints, cluster, retries, trackers), `storage` (the artifact root and how long
+to wait for it), `run` (the whole run and its hash), `loading` (YAML, overrides), `origins` (whether a
+setting came from the file or `--set`), `errors` (how a problem reads). Not covered here: what the fields
+mean at run time (see the module that reads each section).
 """
 
 from mappa.config.coach import CoachConfig, CoachPhase
@@ -28,13 +28,13 @@ from mappa.config.operations import (
     MlflowConfig,
     RetryConfig,
     SandboxConfig,
-    StorageConfig,
     TrackersConfig,
     WandbConfig,
 )
 from mappa.config.origins import Origins
 from mappa.config.run import OPERATIONAL_FIELDS, RunConfig
 from mappa.config.section import ConfigError, Section
+from mappa.config.storage import StorageConfig
 from mappa.config.training import (
     AgentConfig,
     AlgoConfig,

@@ -15,11 +15,11 @@ from mappa.config.operations import (
     ClusterConfig,
     RetryConfig,
     SandboxConfig,
-    StorageConfig,
     TrackersConfig,
 )
 from mappa.config.origins import origins_in
 from mappa.config.section import Section
+from mappa.config.storage import StorageConfig
 from mappa.config.training import AgentConfig, AlgoConfig, EngineConfig, RolloutConfig, TrainerConfig
 from mappa.envs.registry import DEFAULT_ENV
 from mappa.envs.spec import EnvSection, EnvSpec

@@ -16,6 +16,7 @@ Not covered: running stages in order (the flows do), and where folders are (`map
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import time
 from collections.abc import Callable
@@ -25,6 +26,7 @@ from typing import Any
 from mappa.cluster.worker_loss import worker_lost_error
 from mappa.config import RunConfig
 from mappa.core.errors import error_line
+from mappa.storage.outage import StoreOutageError, adopt_outage
 from mappa.storage.run import MANIFEST, TIME_FORMAT, Run, code_version, source_hash
 
 
@@ -127,7 +129,9 @@ def execute(run: Run, iteration: int, name: str) -> dict[str, Any]:
         manifest = stage.compute(run, iteration)
     except Exception as exc:
         lost = worker_lost_error(exc, run.config)  # a dead Ray worker: which agent, which node
-        run.record_event(iteration, name, "failed", error=error_line(lost or exc))
+        adopt_outage(exc)  # a worker waited out the store: the `failed` event below tries it once
+        with contextlib.suppress(StoreOutageError):  # the store is down: the stage's own error says more
+            run.record_event(iteration, name, "failed", error=error_line(lost or exc))
         if lost is not None:
             raise lost from exc
         raise

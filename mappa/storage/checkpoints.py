@@ -7,13 +7,16 @@ load from them.
     {root}/{run_id}/checkpoints/{agent}/iter-0003/deepspeed/...             DeepSpeed's optimizer shards
     {root}/{run_id}/checkpoints/retention.json                              what retention deleted, and when
 
-A checkpoint is *full* (a resume can continue training from it) when it holds weights and
-`trainer_state.pt`; *weights* when it holds the weights alone (evaluation and inspection); otherwise it
-is gone. Retention (`retention_plan`) keeps the full states of the last `checkpoint.keep_last`
-iterations and the weights of every `keep_weights_every`-th; the retention stage
+A checkpoint is *full* (a resume can continue training from it) when it holds weights and `trainer_state.pt`;
+*weights* when it holds the weights alone (evaluation and inspection); otherwise it is gone. A save writes the
+weights and then `trainer_state.pt` after every other file (`WRITTEN_LAST`), so a save cut short never looks
+more complete than it is; and nothing trusts a checkpoint before the update has kept that agent's metrics
+(written after its checkpoint: a resumed update trains the agent again otherwise, over the partial one) or,
+for readers, the update's manifest. Retention (`retention_plan`) keeps the full states of the last
+`checkpoint.keep_last` iterations and the weights of every `keep_weights_every`-th; the retention stage
 (`mappa.stages.retention`) deletes the rest, `trainer_state.pt` first, so a half-deleted checkpoint never
-looks full. `require_checkpoint` is what every loader asks first: a checkpoint that retention took is
-refused in one line that says what was kept and what to do.
+looks full. `require_checkpoint` is what every loader asks first: a checkpoint that retention took is refused
+in one line that says what was kept and what to do.
 
 Not covered: the bytes inside a checkpoint (the trainers write them: `mappa.trainer`).
 """
@@ -36,6 +39,10 @@ WEIGHTS = "model.safetensors"
 OPTIMIZER_STATE = (TRAINER_STATE, DEEPSPEED_STATE)
 """What a full state holds beyond the weights, in the order retention deletes it."""
 LEDGER = "retention.json"
+WRITTEN_LAST = (WEIGHTS, ADAPTER_WEIGHTS, TRAINER_STATE)
+"""A checkpoint's files written after all the others, in this order (`ArtifactStore.put_folder`'s `last`): a
+save cut short (a killed worker, a store outage) leaves a checkpoint that looks at most as complete as it is
+(weights: everything but the optimizer state; full: everything)."""
 
 Holds = Literal["full", "weights"]
 

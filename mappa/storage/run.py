@@ -32,6 +32,7 @@ import yaml
 
 import mappa
 from mappa.config import RunConfig, dump_config, validate_config
+from mappa.storage.outage import StoreOutageError
 from mappa.storage.store import ArtifactStore
 
 TRAINING = ("rollout", "score", "advantages", "update")
@@ -107,7 +108,7 @@ class Run:
     def create(cls, config: RunConfig, run_id: str) -> Run:
         """Open a run for writing; a run id that exists must have been made with the same config."""
         cls.existing(config, run_id)
-        run = cls(ArtifactStore(config.storage.root), run_id, config)
+        run = cls(ArtifactStore(config.storage.root, config.storage.outage_budget_s), run_id, config)
         run.store.write_text(dump_config(config), run_id, "config.yaml")  # records a changed iteration count
         return run
 
@@ -116,7 +117,7 @@ class Run:
         """The stored run `run_id` under the config's root, None if there is none; a ValueError if it was
         started with another config (what `mappa train --run-id` checks before anything starts)."""
         validate_run_id(run_id)
-        store = ArtifactStore(config.storage.root)
+        store = ArtifactStore(config.storage.root, config.storage.outage_budget_s)
         if not store.exists(run_id, "config.yaml"):
             return None
         run = cls(store, run_id, _stored_config(store, run_id))
@@ -129,12 +130,15 @@ class Run:
 
     @classmethod
     def open(cls, root: str, run_id: str) -> Run:
-        """A finished or interrupted run, with its stored config (its storage root set to `root`)."""
+        """A finished or interrupted run, with its stored config (its storage root set to `root`; its store
+        waits out outages for the run's `storage.outage_budget_s` once the config is read)."""
         validate_run_id(run_id)
         store = ArtifactStore(root)
         if not store.exists(run_id, "config.yaml"):
             raise FileNotFoundError(_no_run(store, root, run_id))
-        return cls(store, run_id, _stored_config(store, run_id, root))
+        config = _stored_config(store, run_id, root)
+        store.outage_budget_s = config.storage.outage_budget_s
+        return cls(store, run_id, config)
 
     def parts(self, iteration: int, stage: str, name: str) -> tuple[str, ...]:
         return (self.run_id, iteration_label(iteration), stage, name)
@@ -169,7 +173,8 @@ class Run:
         try:
             yield
         finally:
-            with contextlib.suppress(FileNotFoundError, ValueError):
+            # the store down: the lock stays, and the next run on this host takes it over (this pid is gone)
+            with contextlib.suppress(FileNotFoundError, ValueError, StoreOutageError):
                 if self.store.read_json(self.run_id, LOCK).get("token") == token:
                     self.store.remove(self.run_id, LOCK)
 

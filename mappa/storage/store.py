@@ -9,6 +9,12 @@ and read by others (`mappa inspect`, a resumed run), and each must see the other
 Credentials for a remote root come from the environment (for s3: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,
 AWS_ENDPOINT_URL), never from the config.
 
+A remote root's endpoint may stop answering for a while (a restart, a network partition): every remote
+call waits it out for up to `outage_budget_s` (`storage.outage_budget_s`) and then raises
+`StoreOutageError`, naming the store and its endpoint (`mappa.storage.outage`). What a call cut short
+leaves behind is never trusted: a single object appears whole or not at all, a stage's manifest is written
+after its artifacts, and `put_folder` writes a checkpoint's marker files last.
+
 Not covered: locking between two writers of the same run (`Run.lock` keeps one flow per run id).
 """
 
@@ -19,29 +25,63 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
+from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import fsspec
 import pandas as pd
 from fsspec.implementations.local import LocalFileSystem
 
+from mappa.config.storage import OUTAGE_BUDGET_S
+from mappa.storage.outage import outage_of, ride_out
+
+T = TypeVar("T")
+
 
 class ArtifactStore:
-    """Paths are joined with '/' under `root`; `root` may be relative (a local folder)."""
+    """Paths are joined with '/' under `root`; `root` may be relative (a local folder). A remote root's calls
+    wait out an outage of its endpoint for up to `outage_budget_s` seconds (`Run` sets the run's)."""
 
-    def __init__(self, root: str) -> None:
+    def __init__(self, root: str, outage_budget_s: float = OUTAGE_BUDGET_S) -> None:
         self.fs, self.root = _filesystem(root)
         self.is_local = isinstance(self.fs, LocalFileSystem)
+        self.outage_budget_s = outage_budget_s
+
+    @cached_property
+    def endpoint(self) -> str:
+        """The server a remote root talks to: an S3 root's endpoint URL (AWS's own unless AWS_ENDPOINT_URL
+        or the fsspec config names one); the protocol for other backends."""
+        if type(self.fs).__name__ == "S3FileSystem":
+            if getattr(self.fs, "s3", None) is None:
+                self.fs.connect()  # builds the client only: no request
+            return str(self.fs.s3.meta.endpoint_url)
+        protocol = self.fs.protocol
+        return f"{protocol[0] if isinstance(protocol, tuple) else protocol}://"
+
+    def given_up(self) -> bool:
+        """Whether this process gave up on a remote root's endpoint (a budget ran out, and no call has
+        succeeded since)."""
+        return not self.is_local and outage_of(self.endpoint).given_up
+
+    def _remote(self, doing: str, path: str, call: Callable[[], T], budget_s: float | None = None) -> T:
+        """`call()` (one request of the file system about `path`), through an outage of a remote endpoint."""
+        if self.is_local:
+            return call()
+        budget = self.outage_budget_s if budget_s is None else budget_s
+        what = f"{doing} {self.fs.unstrip_protocol(path)}"
+        return ride_out(call, outage_of(self.endpoint), budget, what, self.url())
 
     def check_writable(self) -> None:
         """Write and remove a probe object under the root; a ValueError names the root and what to check
         (run before any work, so an unreachable endpoint, a missing bucket or rejected credentials cost
         seconds, not a rollout)."""
         probe = f"_mappa-probe-{os.getpid()}-{os.urandom(4).hex()}"
+        at_once = ArtifactStore(self.url(), outage_budget_s=0)  # a run not yet started waits for nothing
         try:
-            self.write_bytes(b"probe", probe)
-            self.fs.rm_file(self.path(probe))
+            at_once.write_bytes(b"probe", probe)
+            at_once.remove(probe)
         except Exception as exc:  # noqa: BLE001 (botocore's errors are no OSError): one line, no traceback
             hint = (
                 "check the folder's permissions and free space"
@@ -76,7 +116,8 @@ class ArtifactStore:
         return path if self.is_local else self.fs.unstrip_protocol(path)
 
     def exists(self, *parts: str) -> bool:
-        return self.fs.exists(self.path(*parts))
+        path = self.path(*parts)
+        return self._remote("looking for", path, lambda: self.fs.exists(path))
 
     def write_bytes(self, data: bytes, *parts: str) -> str:
         path = self.path(*parts)
@@ -87,36 +128,36 @@ class ArtifactStore:
                 handle.write(data)
             os.replace(tmp, path)
         else:
-            self.fs.pipe_file(path, data)
+            self._remote("writing", path, lambda: self.fs.pipe_file(path, data))  # one PUT: whole or absent
         return path
 
     def remove(self, *parts: str) -> None:
         """Delete one file; a missing one is fine."""
         path = self.path(*parts)
-        if self.fs.exists(path):
-            self.fs.rm_file(path)
+        if self.exists(*parts):
+            self._remote("deleting", path, lambda: self.fs.rm_file(path))
 
     def remove_tree(self, *parts: str) -> int:
         """Delete a file or a folder with everything under it; returns the bytes it held (0 if missing)."""
         path = self.path(*parts)
-        if not self.fs.exists(path):
+        if not self.exists(*parts):
             return 0
         size = self.size(*parts)
-        self.fs.rm(path, recursive=True)
+        self._remote("deleting", path, lambda: self.fs.rm(path, recursive=True))
         return size
 
     def size(self, *parts: str) -> int:
         """Bytes of a file, or of every file under a folder (0 if missing)."""
         path = self.path(*parts)
-        if not self.fs.exists(path):
+        if not self.exists(*parts):
             return 0
-        return int(self.fs.du(path, total=True))
+        return int(self._remote("measuring", path, lambda: self.fs.du(path, total=True)))
 
     def read_bytes(self, *parts: str) -> bytes:
         path = self.path(*parts)
-        if not self.fs.exists(path):
+        if not self.exists(*parts):
             raise FileNotFoundError(f"artifact {self.url(*parts)} does not exist")
-        return self.fs.cat_file(path)
+        return self._remote("reading", path, lambda: self.fs.cat_file(path))
 
     def write_json(self, obj: Any, *parts: str) -> str:
         return self.write_bytes(json.dumps(obj, indent=2, sort_keys=True, default=str).encode(), *parts)
@@ -138,14 +179,21 @@ class ArtifactStore:
     def read_parquet(self, *parts: str) -> pd.DataFrame:
         return pd.read_parquet(io.BytesIO(self.read_bytes(*parts)))
 
-    def put_folder(self, local: Path, *parts: str, move: bool = False) -> str:
+    def put_folder(self, local: Path, *parts: str, move: bool = False, last: tuple[str, ...] = ()) -> str:
         """Copy a local folder's files under `parts`, each file atomically and streamed (a checkpoint's
-        optimizer state is gigabytes: it never passes through memory). With `move` and a local root on the
-        same file system, files are renamed into place instead of copied."""
-        for file in sorted(p for p in Path(local).rglob("*") if p.is_file()):
+        optimizer state is gigabytes: it never passes through memory), the files named in `last` (relative
+        paths) after the others and in that order: a copy cut short never holds a later one without the
+        earlier ones. With `move` and a local root on the same file system, files are renamed into place
+        instead of copied."""
+        files = [p for p in Path(local).rglob("*") if p.is_file()]
+        order = {name: i for i, name in enumerate(last)}
+        for file in sorted(files, key=lambda p: (order.get(str(p.relative_to(local)), -1), str(p))):
             relative = str(file.relative_to(local))
             if not self.is_local:
-                self.fs.put_file(str(file), self.path(*parts, relative))  # an upload appears complete or not
+                target = self.path(*parts, relative)  # an upload appears complete or not
+                self._remote(
+                    "writing", target, lambda file=file, target=target: self.fs.put_file(str(file), target)
+                )
                 continue
             target = Path(self.path(*parts, relative))
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -161,20 +209,25 @@ class ArtifactStore:
     def get_folder(self, local: Path, *parts: str, leave_out: tuple[str, ...] = ()) -> Path:
         """Copy the files under `parts` into a local folder, but those under the entries named `leave_out`."""
         base = self.path(*parts)
-        for path in self.fs.find(base):
+        for path in self._remote("listing", base, lambda: self.fs.find(base)):
             relative = Path(path).relative_to(Path(base))
             if relative.parts[0] in leave_out:
                 continue
             target = Path(local) / relative
             target.parent.mkdir(parents=True, exist_ok=True)
-            self.fs.get_file(path, str(target))  # streamed, as in put_folder
+            # streamed, as in put_folder; a retry writes the local file anew
+            self._remote(
+                "reading", path, lambda path=path, target=target: self.fs.get_file(path, str(target))
+            )
         return Path(local)
 
     def list(self, *parts: str) -> list[str]:
         path = self.path(*parts)
-        if not self.fs.exists(path):
+        if not self.exists(*parts):
             return []
-        return sorted(Path(p).name for p in self.fs.ls(path, detail=False))
+        return sorted(
+            Path(p).name for p in self._remote("listing", path, lambda: self.fs.ls(path, detail=False))
+        )
 
 
 def _filesystem(root: str) -> tuple[fsspec.AbstractFileSystem, str]:
