@@ -123,7 +123,9 @@ def failed(exc: Exception, args: argparse.Namespace, log: RunLog, run_id: str, r
         failures = []
     if failures:
         where = f" in {failures[-1]['stage']} (iteration {failures[-1]['iteration']})"
-    message = error_line(exc).rstrip(".")
+    from mappa.flows.prefect_outage import outage_message
+
+    message = (outage_message(exc) or error_line(exc)).rstrip(".")
     console.print(
         f"[bold red]error:[/bold red] run {run_id} stopped{where}: {message}. The traceback is in "
         f"{log.place()}; finished stages are kept. Continue with: {continue_command(args, run_id, root)}",

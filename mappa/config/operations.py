@@ -1,6 +1,6 @@
-"""The run's machinery: the sandbox's limits for model-written code, where artifacts go and how many
-checkpoints stay, the Ray cluster, stage retries and the trackers (all but the sandbox are left out of the
-config hash: `run.OPERATIONAL_FIELDS`)."""
+"""The run's machinery: the sandbox's limits for model-written code, how many checkpoints stay, the Ray
+cluster, stage retries and the trackers (all but the sandbox are left out of the config hash:
+`run.OPERATIONAL_FIELDS`). Where artifacts go: `mappa.config.storage`."""
 
 from __future__ import annotations
 
@@ -19,24 +19,6 @@ class SandboxConfig(Section):
     cpu_s: int = Field(20, ge=1)
     max_output_chars: int = Field(2000, ge=100)
     isolation: Literal["auto", "bwrap", "none"] = "auto"
-
-
-class StorageConfig(Section):
-    """Where artifacts go: `<root>/<run id>/...` (docs/architecture.md, "Artifacts")."""
-
-    root: str = "runs"
-    """A local folder or an fsspec URL such as s3://bucket/prefix."""
-
-    @field_validator("root")
-    @classmethod
-    def _no_credentials_in_url(cls, root: str) -> str:
-        if "://" in root and "@" in root.split("://", 1)[1].split("/", 1)[0]:
-            raise ValueError(
-                "credentials in the URL would be stored with the run; give the bare URL "
-                "(s3://bucket/prefix) and put credentials in the environment (AWS_ACCESS_KEY_ID, "
-                "AWS_SECRET_ACCESS_KEY, AWS_ENDPOINT_URL)"
-            )
-        return root
 
 
 class CheckpointConfig(Section):

@@ -14,8 +14,9 @@ they cannot send: they never stop a run.
 So the flow asks the API before each of those steps and, while it does not answer, waits (doubling polls,
 at most 15 s apart), up to `retries.prefect_outage_s` per outage; a step that fails while the API is down,
 or with a connection error of Prefect's own client, is done again once it is back (a finished stage skips
-itself). Past the budget `PrefectUnreachable` names the API's URL, the step and the wait; the CLI prints it
-as the run's one line, with the resume command.
+itself). A stage that ended while the API was away has its final state set again once it is back (its
+event was dropped: the UI would show it running for ever). Past the budget `PrefectUnreachable` names the
+API's URL, the step and the wait; the CLI prints it as the run's one line, with the resume command.
 
 Not covered: an outage while the flow run starts (the command fails at once, before any work) or while it
 reports its final state (the run's work is done; `mappa resume` finds every stage finished).
@@ -25,7 +26,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import httpx
 
@@ -96,6 +97,15 @@ class Outage:
     ) -> None:
         self.budget_s, self.say, self.probe, self.clock, self.sleep = budget_s, say, probe, clock, sleep
         self.url = url if url is not None else api_url()
+        self.unreported: list[Any] = []
+        """Final task states that ended while the API was away (their events were dropped)."""
+
+    def settle(self, state: Any) -> None:
+        """Note a task's final state: when the API does not answer now, the event that carried it was
+        dropped, and the state is set again through the API once it is back (else the UI shows the task
+        running for ever)."""
+        if self.url is not None and not self.probe(self.url):
+            self.unreported.append(state)
 
     def wait(self, where: str) -> float:
         """Return at once when the API answers; else poll until it does (the seconds waited) or raise
@@ -117,7 +127,22 @@ class Outage:
             if self.probe(self.url):
                 waited = self.clock() - started
                 self.say(f"the Prefect API at {self.url} is back after {waited:.0f} s; {where} goes on")
+                self.report_unreported()
                 return waited
+
+    def report_unreported(self) -> None:
+        """Set the noted task states through the API (forced: the server last heard them running)."""
+        from prefect.client.orchestration import get_client
+
+        states, self.unreported = self.unreported, []
+        if not states:
+            return
+        try:
+            with get_client(sync_client=True) as client:
+                for state in states:
+                    client.set_task_run_state(state.state_details.task_run_id, state, force=True)
+        except Exception as exc:  # noqa: BLE001 - the UI's view, not the run's work
+            self.say(f"could not report {len(states)} task state(s) to the Prefect API ({_short(exc)})")
 
     def outlast(self, step: Callable[[], T], where: str) -> T:
         """`step()`, done again after the API is back whenever it fails during an outage (the API does not

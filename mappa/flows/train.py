@@ -142,6 +142,7 @@ def run_stage(outage: Outage, run: Run, name: str, iteration: int, after=None) -
         wait_for = after if isinstance(after, list) else [after] if after else None
         state = stage(run.config.storage.root, run.run_id, iteration, return_state=True, wait_for=wait_for)
         manifest = state.result()  # a failed stage raises here, failing the iteration and the run
+        outage.settle(state)
         if state.name == "Cached":  # Prefect's cache answered: the stage is complete
             manifest = {**manifest, "skipped": True}
         return state, manifest

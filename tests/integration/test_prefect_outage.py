@@ -1,8 +1,10 @@
 """A run outlives its Prefect server: a real `prefect server start` crashed (SIGKILL) in the middle of a tiny
 `mappa train` and started again on the same port and database.
 
-1. The server goes away once iteration 0's score stage has finished and stays away for `OUTAGE_S` plus its
-   start-up: the run waits at the next stage boundary, says so, and finishes; no stage runs twice. Prefect's
+1. The server goes away once iteration 0's update has started and stays away for `OUTAGE_S` plus its
+   start-up: the update finishes meanwhile, the run waits at the next stage boundary, says so, and
+   finishes; no stage runs twice, and the server ends up with every task run and the flow run completed
+   (the update's final state, whose event was dropped, is set again once the server is back). Prefect's
    own client is told to give up within seconds (PREFECT_CLIENT_MAX_RETRIES=1), so what carries the run is
    mappa's wait, not Prefect's minute of retries.
 2. `mappa resume` to a third iteration with a 10 s budget, the server crashed inside that iteration's
@@ -22,6 +24,7 @@ from pathlib import Path
 
 import pytest
 from mappa_process import MappaProcess, child_env
+from prefect_api import post, stage_task_runs
 from server_process import PrefectServer
 from tiny_run import NO_RETRIES, write_tiny_config
 
@@ -68,7 +71,7 @@ def test_a_prefect_outage_is_waited_through_and_a_longer_one_stops_in_one_line(t
     with PrefectServer(tmp_path / "prefect-home") as server:
         env = child_env(server.url, PREFECT_CLIENT_MAX_RETRIES="1", PREFECT_LOGGING_LEVEL="INFO")
         train = MappaProcess(["train", str(config), "--run-id", "outage"], env, tmp_path / "train.txt")
-        wait_for_event(root, "outage", 0, "score", "finished", train)
+        wait_for_event(root, "outage", 0, "update", "started", train)
         server.crash()
         time.sleep(OUTAGE_S)
         server.start()
@@ -79,6 +82,12 @@ def test_a_prefect_outage_is_waited_through_and_a_longer_one_stops_in_one_line(t
         ]
         assert f"the Prefect API at {server.url} is back after" in printed
         assert train.left == [], train.left
+        (flow_run,) = post(server.url, "flow_runs/filter", {"flow_runs": {"name": {"any_": ["outage"]}}})
+        assert flow_run["state"]["type"] == "COMPLETED", flow_run["state"]
+        tasks = stage_task_runs(server.url, [flow_run["id"]])
+        assert len(tasks) == 2 * len(STAGES), [t["name"] for t in tasks]
+        # the update ended while the server was away: its state was set again once it was back
+        assert {t["name"]: t["state"]["type"] for t in tasks} == {t["name"]: "COMPLETED" for t in tasks}
         run = Run.open(str(root), "outage")
         kinds = Counter((e["iteration"], e["stage"], e["kind"]) for e in run.events())
         for iteration in (0, 1):
