@@ -6,9 +6,10 @@ tracebacks) also goes to a file under the run: `ROOT/RUN_ID/logs/<command>-<time
 for a remote root (s3://...) the file is written under `~/.cache/mappa/logs/RUN_ID/` and copied into the
 run's `logs/` when the command ends (when the run stopped because that store does not answer, the last
 line names the file on this machine instead, and the copy is tried once, quietly: `RunLog.place`). The
-terminal keeps the progress lines but no traceback and none of Prefect's lines about a failure (each
-repeats the error); the command ends with one line naming the error, the stage it stopped in, the log file
-and the command that continues the run (`mappa.cli.commands.failed`).
+terminal keeps the progress lines but no traceback, none of Prefect's lines about a failure (each
+repeats the error) and none of its event and log services' complaints while its API is away; the command
+ends with one line naming the error, the stage it stopped in, the log file and the command that continues
+the run (`mappa.cli.commands.failed`).
 `--debug` hides nothing: the tracebacks print and the error is raised.
 
 Not covered: runs started from the Prefect UI (`mappa serve`): their logs, tracebacks included, are in the
@@ -28,6 +29,7 @@ from mappa.storage.run import TIME_FORMAT
 from mappa.storage.store import ArtifactStore
 
 LOG_FORMAT = "%(asctime)s | %(levelname)-7s | %(name)s - %(message)s"
+PREFECT_SERVICES = ("prefect.events", "prefect._internal")  # events and log shipping: never stop a run
 LOCAL_CACHE = Path.home() / ".cache" / "mappa" / "logs"
 
 
@@ -49,13 +51,17 @@ class RunLog:
 
 
 class _TerminalFilter(logging.Filter):
-    """What the terminal shows of the log: every line without its traceback, and none of Prefect's lines
-    about the failure itself (the command ends with its own line about it; the file has them all)."""
+    """What the terminal shows of the log: every line without its traceback, none of Prefect's lines about
+    the failure itself (the command ends with its own line about it) and none of its event and log
+    services' complaints while its API is away (the flow says that once, `mappa.flows.prefect_outage`);
+    the file has them all."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         engine = record.name in ("prefect.flow_runs", "prefect.task_runs")
         message = record.getMessage()
         if engine and (record.levelno >= logging.ERROR or message.startswith("Finished in state Failed")):
+            return False
+        if record.name.startswith(PREFECT_SERVICES):
             return False
         record.exc_info = None
         record.exc_text = None
@@ -63,11 +69,11 @@ class _TerminalFilter(logging.Filter):
         return True
 
 
-def _terminal_handlers() -> list[logging.Handler]:
-    """The handlers that write to a terminal: the root logger's stream handlers (Prefect's console)."""
+def _terminal_handlers(logger: logging.Logger) -> list[logging.Handler]:
+    """The handlers of `logger` that write to a terminal: its stream handlers (Prefect's console)."""
     return [
         handler
-        for handler in logging.getLogger().handlers
+        for handler in logger.handlers
         if isinstance(handler, logging.StreamHandler) and not isinstance(handler, logging.FileHandler)
     ]
 
@@ -89,17 +95,24 @@ def run_log(root: str, run_id: str, command: str, debug: bool = False) -> Iterat
     handler = logging.FileHandler(path, encoding="utf-8")
     handler.setFormatter(logging.Formatter(LOG_FORMAT))
     root_logger = logging.getLogger()
-    root_logger.handlers.insert(0, handler)  # before the terminal's handlers strip the traceback
+    internal = logging.getLogger("prefect._internal")  # its own console handler; it does not propagate
+    for logger in (root_logger, internal):
+        logger.handlers.insert(0, handler)  # before the terminal's handlers strip the traceback
     hide = _TerminalFilter()
-    terminals = [] if debug else _terminal_handlers()
+    terminals = [] if debug else _terminal_handlers(root_logger) + _terminal_handlers(internal)
     for terminal in terminals:
         terminal.addFilter(hide)
+    # Prefect's log shipping writes "--- Error logging to API ---" to stderr for each batch it cannot send
+    # unless logging.raiseExceptions is off (the lines themselves are in the file)
+    raise_exceptions, logging.raiseExceptions = logging.raiseExceptions, debug
     try:
         yield log
     finally:
+        logging.raiseExceptions = raise_exceptions
         for terminal in terminals:
             terminal.removeFilter(hide)
-        root_logger.removeHandler(handler)
+        for logger in (root_logger, internal):
+            logger.removeHandler(handler)
         handler.close()
         if not store.is_local:
             named_here = store.given_up()  # the command's last line named the file on this machine
