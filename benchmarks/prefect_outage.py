@@ -12,8 +12,8 @@ Moments (`--moments`, each a fresh run and server):
 
 For each: the command's exit code and wall time, whether the run finished, the wait lines it printed, its
 last line when it stopped, the stages started more than once, the processes left after it ended. When a run
-stops, `mappa resume` is run (server up) and whether it finished is recorded. Prints a table and writes
-`--out` JSON.
+stops, `mappa resume` is run (server up) and whether it finished is recorded. Prints a line per moment and
+writes `--out` JSON; `--table JSON` prints a written JSON's markdown table (docs/outages.md).
 
     .venv/bin/python benchmarks/prefect_outage.py --outage-s 150 --out benchmarks/results/prefect-outage.json
 """
@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import subprocess
 import sys
 import tempfile
 import time
@@ -102,12 +103,30 @@ def one_outage(moment: str, outage_s: float, work: Path, tiny_model: Path) -> di
     return record
 
 
+def markdown(result: dict) -> str:
+    """The records as the table docs/outages.md shows."""
+    rows = [
+        "| server crashed when | away (s) | exit code | command's time (s) | stages redone | wait lines |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in result["records"]:
+        rows.append(
+            f"| {r['moment']} | {r['outage_s']:.0f} | {r['exit_code']} | {r['wall_s']:.0f} | "
+            f"{', '.join(r['stages_redone']) or 'none'} | {len(r['wait_lines'])} |"
+        )
+    return "\n".join(rows)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--outage-s", type=float, default=150.0)
     parser.add_argument("--moments", nargs="+", choices=sorted(MOMENTS), default=list(MOMENTS))
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "prefect-outage.json")
+    parser.add_argument("--table", type=Path, help="print the markdown table of this JSON and stop")
     args = parser.parse_args()
+    if args.table:
+        print(markdown(json.loads(args.table.read_text())))
+        return
     from mappa.inference.tiny_model import build_tiny_model
 
     work = Path(tempfile.mkdtemp(prefix="prefect-outage-"))
@@ -126,6 +145,9 @@ def main() -> None:
         "benchmark": "prefect_outage",
         "date": time.strftime("%Y-%m-%d"),
         "machine": {"cpu": platform.processor() or platform.machine(), "python": platform.python_version()},
+        "commit": subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=REPO
+        ).stdout.strip(),
         "outage_s": args.outage_s,
         "work": str(work),
         "records": records,
