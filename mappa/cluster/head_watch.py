@@ -57,7 +57,10 @@ def watch_head(run: Run) -> None:
     the watch over)."""
     import ray
 
-    address = ray.get_runtime_context().gcs_address
+    try:
+        address = ray.get_runtime_context().gcs_address
+    except Exception:  # noqa: BLE001 - a Ray client connection (ray://) has no GCS of its own to watch
+        return
     with _lock:
         _watch.update(run=run, address=address)
         if _watch.get("thread") is None:
