@@ -66,6 +66,13 @@ def start_moto_server() -> tuple[subprocess.Popen, int]:
 
 
 @pytest.fixture
+def moto_server():
+    """`start_moto_server`, for a test that stops its server itself (a test module cannot import this
+    conftest by name: under the whole suite `conftest` is another folder's)."""
+    return start_moto_server
+
+
+@pytest.fixture
 def moto_s3(monkeypatch) -> Iterator[MotoS3]:
     """moto's S3 server on 127.0.0.1 (a free port) with one bucket. This process's environment gets the
     endpoint and credentials (random per test, so a leak check can look for them); s3fs and botocore

@@ -7,7 +7,7 @@
    (the update's final state, whose event was dropped, is set again once the server is back). Prefect's
    own client is told to give up within seconds (PREFECT_CLIENT_MAX_RETRIES=1), so what carries the run is
    mappa's wait, not Prefect's minute of retries.
-2. `mappa resume` to a third iteration with a 10 s budget, the server crashed inside that iteration's
+2. `mappa resume` to a second iteration with a 5 s budget, the server crashed inside that iteration's
    rollout and kept away: the command stops with one line naming the API's URL, the step and the resume
    command, no traceback, no process left; with the server back, `mappa resume` finishes the run, the
    finished stages' manifests byte for byte as they were, each stage finished once per iteration.
@@ -34,7 +34,7 @@ from mappa.storage.run import MANIFEST, Run
 pytestmark = pytest.mark.slow
 
 TIMEOUT_S = 600
-OUTAGE_S = 10
+OUTAGE_S = 2  # plus the server's start-up, about 15 s
 STAGES = (*TRAINING, "report", "retention")
 
 
@@ -64,7 +64,7 @@ def test_a_prefect_outage_is_waited_through_and_a_longer_one_stops_in_one_line(t
         tiny_model,
         root,
         name="outage",
-        iterations=2,
+        iterations=1,
         retries={**NO_RETRIES, "prefect_outage_s": 300},
         cluster={"num_cpus": 2, "torch_threads": 1},
     )
@@ -91,24 +91,22 @@ def test_a_prefect_outage_is_waited_through_and_a_longer_one_stops_in_one_line(t
         (flow_run,) = post(server.url, "flow_runs/filter", {"flow_runs": {"name": {"any_": ["outage"]}}})
         assert flow_run["state"]["type"] == "COMPLETED", flow_run["state"]
         tasks = stage_task_runs(server.url, [flow_run["id"]])
-        assert len(tasks) == 2 * len(STAGES), [t["name"] for t in tasks]
+        assert len(tasks) == len(STAGES), [t["name"] for t in tasks]
         # the update ended while the server was away: its state was set again once it was back
         assert {t["name"]: t["state"]["type"] for t in tasks} == {t["name"]: "COMPLETED" for t in tasks}
         run = Run.open(str(root), "outage")
         kinds = Counter((e["iteration"], e["stage"], e["kind"]) for e in run.events())
-        for iteration in (0, 1):
+        for iteration in (0,):
             for stage in STAGES:
                 assert kinds[(iteration, stage, "finished")] == 1, (iteration, stage, sorted(kinds.items()))
                 assert kinds[(iteration, stage, "started")] == 1, (iteration, stage, sorted(kinds.items()))
 
         before = manifests(root, "outage")
-        wanted = {
-            f"outage/iter-000{i}/{stage}/{MANIFEST}" for i in (0, 1) for stage in (*TRAINING, "retention")
-        }
+        wanted = {f"outage/iter-0000/{stage}/{MANIFEST}" for stage in (*TRAINING, "retention")}
         assert wanted <= set(before), sorted(before)
-        args = ["resume", "outage", "--root", str(root), "--iterations", "3"]
-        resume = MappaProcess([*args, "--set", "retries.prefect_outage_s=10"], env, tmp_path / "resume.txt")
-        wait_for_event(root, "outage", 2, "rollout", "started", resume)
+        args = ["resume", "outage", "--root", str(root), "--iterations", "2"]
+        resume = MappaProcess([*args, "--set", "retries.prefect_outage_s=5"], env, tmp_path / "resume.txt")
+        wait_for_event(root, "outage", 1, "rollout", "started", resume)
         server.crash()
         code = resume.wait(TIMEOUT_S)
         printed = resume.output()
@@ -117,7 +115,7 @@ def test_a_prefect_outage_is_waited_through_and_a_longer_one_stops_in_one_line(t
         stopped = [line for line in lines if line.startswith("error: run outage stopped")]
         assert len(stopped) == 1, lines[-10:]
         assert f"the Prefect API at {server.url} did not answer for" in stopped[0], stopped
-        assert "retries.prefect_outage_s" in stopped[0] and "of iteration 2" in stopped[0], stopped
+        assert "retries.prefect_outage_s" in stopped[0] and "of iteration 1" in stopped[0], stopped
         assert f"Continue with: mappa resume outage --root {root}" in stopped[0], stopped
         assert resume.left == [], resume.left
 
@@ -126,7 +124,7 @@ def test_a_prefect_outage_is_waited_through_and_a_longer_one_stops_in_one_line(t
         assert again.wait(TIMEOUT_S) == 0, again.output()[-4000:]
         assert again.left == [], again.left
     after = manifests(root, "outage")
-    assert {name: after[name] for name in before} == before  # iterations 0 and 1 untouched
+    assert {name: after[name] for name in before} == before  # iteration 0 untouched
     kinds = Counter((e["iteration"], e["stage"], e["kind"]) for e in Run.open(str(root), "outage").events())
     for stage in STAGES:
-        assert kinds[(2, stage, "finished")] == 1, (stage, sorted(kinds.items()))
+        assert kinds[(1, stage, "finished")] == 1, (stage, sorted(kinds.items()))

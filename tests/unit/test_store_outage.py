@@ -207,16 +207,15 @@ def test_a_checkpoint_copy_cut_short_never_looks_more_complete_than_it_is(tmp_pa
     )
 
 
-def test_a_stopped_s3_endpoint_is_waited_for_then_named(monkeypatch, caplog):
+def test_a_stopped_s3_endpoint_is_waited_for_then_named(monkeypatch, caplog, moto_server):
     """A real S3 endpoint (moto's server) that stops: a write waits the budget with a line per wait naming the
     endpoint, then one error; the pre-flight probe (`check_writable`) does not wait at all."""
     import boto3
     import s3fs
-    from conftest import start_moto_server
 
     from mappa.storage.outage import outage_of
 
-    server, port = start_moto_server()
+    server, port = moto_server()
     endpoint = f"http://127.0.0.1:{port}"
     for name, value in {
         "AWS_ENDPOINT_URL": endpoint,
