@@ -125,10 +125,13 @@ LONGEST_FILES = (
     "test_vllm_engine.py",  # ~170-190 s
     "test_checkpoint_retention.py",  # ~140-150 s
     "test_prefect_server.py",  # ~75-140 s
+    "test_prefect_outage.py",  # ~110-140 s (three child runs, three server starts)
     "test_vllm_coach_server.py",  # ~65-110 s
     "test_s3_outage.py",  # ~75-95 s (two child runs)
     "test_ray_cluster.py",  # ~85-95 s
     "test_plugin_env.py",  # ~75-85 s
+    "test_ray_head_outage.py",  # ~55-70 s (two child runs, two head starts)
+    "test_coach_outage.py",  # ~50-70 s
     "test_stage_retry.py",  # ~45-60 s
     "test_dsbench_flow.py",  # ~35-60 s
 )

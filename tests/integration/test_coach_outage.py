@@ -2,8 +2,8 @@
 (its port closed: connections refused) inside a score stage.
 
 One two-iteration run (in this process: the session's Ray and Prefect server, so the test costs one run's
-work and no start-ups) with `coach.outage_budget_s: 20`:
-- iteration 0: the server stops at the stage's third request and comes back on the same port 6 s later;
+work and no start-ups) with `coach.outage_budget_s: 10`:
+- iteration 0: the server stops at the stage's third request and comes back on the same port 3 s later;
   the stage waits (one log line per wait, in the run's log file), finishes without a Prefect retry, and
   the coach was asked nothing twice that it had answered;
 - iteration 1: the server stops at the stage's second request and stays down: past the budget `mappa train`
@@ -13,7 +13,7 @@ work and no start-ups) with `coach.outage_budget_s: 20`:
   byte for byte, the coach answered each chat at most once, and no worker of the run is left in Ray.
 
 Not covered: a hosted endpoint's rate limits (`max_retries`, tests/unit/test_coach_openai.py) and the
-schedule's arithmetic (tests/unit/test_coach_outage.py).
+schedule's arithmetic (tests/unit/test_coach_outage_clock.py).
 """
 
 from __future__ import annotations
@@ -32,8 +32,8 @@ from mappa.storage.run import Run, iteration_name
 
 pytestmark = pytest.mark.slow
 
-BUDGET_S = 20
-COMES_BACK_AFTER_S = 6
+BUDGET_S = 10
+COMES_BACK_AFTER_S = 3
 RUN_ID = "outage-run"
 
 
