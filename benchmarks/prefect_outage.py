@@ -11,7 +11,8 @@ Moments (`--moments`, each a fresh run and server):
     after-iter0     iteration 0's retention has finished (the next iteration's subflow run starts during it)
 
 For each: the command's exit code and wall time, whether the run finished, the wait lines it printed, its
-last line when it stopped, the stages started more than once, the processes left after it ended. When a run
+last line when it stopped, the stages started more than once, the processes left after it ended, the flow
+runs the server still shows running once the command ended (none, when every state reached it). When a run
 stops, `mappa resume` is run (server up) and whether it finished is recorded. Prints a line per moment and
 writes `--out` JSON; `--table JSON` prints a written JSON's markdown table (docs/outages.md).
 
@@ -34,6 +35,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests" / "integration"))  # the suite's process and server helpers
 
 from mappa_process import MappaProcess, child_env  # noqa: E402
+from prefect_api import post  # noqa: E402
 from server_process import PrefectServer  # noqa: E402
 from tiny_run import NO_RETRIES, write_tiny_config  # noqa: E402
 
@@ -93,6 +95,10 @@ def one_outage(moment: str, outage_s: float, work: Path, tiny_model: Path) -> di
             "stop_line": next((line for line in reversed(lines) if line.startswith("error: run")), None),
             "left": train.left,
         }
+        running = post(
+            server.url, "flow_runs/filter", {"flow_runs": {"state": {"type": {"any_": ["RUNNING"]}}}}
+        )
+        record["flow_runs_left_running"] = sorted(run["name"] for run in running)
         if code != 0:
             resume = MappaProcess(["resume", run_id, "--root", str(root)], env, work / f"{moment}-resume.txt")
             record["resume_exit_code"] = resume.wait(TIMEOUT_S)

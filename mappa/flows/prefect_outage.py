@@ -15,8 +15,10 @@ So the flow asks the API before each of those steps and, while it does not answe
 at most 15 s apart), up to `retries.prefect_outage_s` per outage; a step that fails while the API is down,
 or with a connection error of Prefect's own client, is done again once it is back (a finished stage skips
 itself). A stage that ended while the API was away has its final state set again once it is back (its
-event was dropped: the UI would show it running for ever). Past the budget `PrefectUnreachable` names the
-API's URL, the step and the wait; the CLI prints it as the run's one line, with the resume command.
+event was dropped: the UI would show it running for ever), and an iteration subflow run whose own final
+report met the outage is marked Crashed before the iteration runs again (`crash_abandoned_subflows`).
+Past the budget `PrefectUnreachable` names the API's URL, the step and the wait; the CLI prints it as the
+run's one line, with the resume command.
 
 Not covered: an outage while the flow run starts (the command fails at once, before any work) or while it
 reports its final state (the run's work is done; `mappa resume` finds every stage finished).
@@ -144,17 +146,25 @@ class Outage:
         except Exception as exc:  # noqa: BLE001 - the UI's view, not the run's work
             self.say(f"could not report {len(states)} task state(s) to the Prefect API ({_short(exc)})")
 
-    def outlast(self, step: Callable[[], T], where: str) -> T:
+    def outlast(self, step: Callable[[], T], where: str, abandoned: Callable[[], object] | None = None) -> T:
         """`step()`, done again after the API is back whenever it fails during an outage (the API does not
         answer, or Prefect's client lost its connection); any other failure, and a spent budget, is raised
-        as it is."""
+        as it is. `abandoned`, if given, runs once the API is back after such a failure, before the step
+        is done again (to close what the failed attempt left open on the server)."""
+        failed = False
         for attempt in range(MAX_RESUBMITS + 1):
             self.wait(where)
+            if failed and abandoned is not None:
+                try:
+                    abandoned()
+                except Exception as exc:  # noqa: BLE001 - the UI's view, not the run's work
+                    self.say(f"could not close the abandoned attempt at {where} ({_short(exc)})")
             try:
                 return step()
             except Exception as exc:
                 if attempt == MAX_RESUBMITS or not self.is_outage(exc):
                     raise
+                failed = True
                 self.say(f"{where} stopped while the Prefect API was unreachable ({_short(exc)}); again")
         raise AssertionError("unreachable")  # the loop returns or raises
 
@@ -213,3 +223,31 @@ def outage_message(exc: BaseException) -> str | None:
     if from_prefect and not api_answers(url):
         return f"the Prefect API at {url} stopped answering ({_short(exc)})"
     return None
+
+
+def crash_abandoned_subflows(parent_flow_run_id: str, name: str) -> int:
+    """Mark Crashed the subflow runs called `name` of flow run `parent_flow_run_id` that the server still
+    shows running: an attempt whose final state could not reach the API during an outage, run again in a
+    new subflow run (else the UI shows it running for ever). Returns how many."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import (
+        FlowRunFilter,
+        FlowRunFilterName,
+        FlowRunFilterParentFlowRunId,
+        FlowRunFilterState,
+        FlowRunFilterStateType,
+    )
+    from prefect.client.schemas.objects import StateType
+    from prefect.states import Crashed
+
+    wanted = FlowRunFilter(
+        parent_flow_run_id=FlowRunFilterParentFlowRunId(any_=[parent_flow_run_id]),
+        name=FlowRunFilterName(any_=[name]),
+        state=FlowRunFilterState(type=FlowRunFilterStateType(any_=[StateType.RUNNING])),
+    )
+    message = "its final state could not reach the Prefect API during an outage; the run did it again"
+    with get_client(sync_client=True) as client:
+        runs = client.read_flow_runs(flow_run_filter=wanted)
+        for run in runs:
+            client.set_flow_run_state(run.id, Crashed(message=message), force=True)
+    return len(runs)

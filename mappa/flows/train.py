@@ -22,7 +22,7 @@ from mappa.cluster.ray_cluster import COACH, HOST, release_workers
 from mappa.config import load_config, override_config
 from mappa.envs.overlap import overlap_report
 from mappa.envs.registry import load_env_problems
-from mappa.flows.prefect_outage import Outage
+from mappa.flows.prefect_outage import Outage, crash_abandoned_subflows
 from mappa.flows.summary import run_summary
 from mappa.resources import check_resources
 from mappa.sandbox import check_isolation
@@ -90,7 +90,11 @@ def train(
         try:
             for iteration in range(config.iterations):
                 step = functools.partial(iteration_result, root, run.run_id, iteration)
-                outage.outlast(step, f"iteration {iteration}")
+                name = f"iteration-{iteration:04d}"
+                abandoned = functools.partial(
+                    crash_abandoned_subflows, str(prefect_runtime.flow_run.id), name
+                )
+                outage.outlast(step, f"iteration {iteration}", abandoned)
         finally:
             release_workers(run.run_id, [*config.agents, HOST, COACH])
             close_trackers(run)

@@ -128,3 +128,45 @@ def test_a_prefect_outage_is_waited_through_and_a_longer_one_stops_in_one_line(t
     kinds = Counter((e["iteration"], e["stage"], e["kind"]) for e in Run.open(str(root), "outage").events())
     for stage in STAGES:
         assert kinds[(1, stage, "finished")] == 1, (stage, sorted(kinds.items()))
+
+
+def test_an_abandoned_iteration_subflow_is_marked_crashed_and_nothing_else(prefect_api_url):
+    """What `crash_abandoned_subflows` does on a real server: the `iteration-0000` subflow run left Running
+    by an attempt whose final report met an outage becomes Crashed; a completed one, another iteration's
+    and another parent's stay as they were."""
+    from prefect import flow, task
+    from prefect.client.orchestration import get_client
+    from prefect.states import Completed, Running
+
+    from mappa.flows.prefect_outage import crash_abandoned_subflows
+
+    @flow(name="outage-test-parent")
+    def parent() -> None: ...
+
+    @flow(name="outage-test-iteration")
+    def iteration() -> None: ...
+
+    @task(name="outage-test-subflow")
+    def subflow_task() -> None: ...
+
+    with get_client(sync_client=True) as client:
+        parents = [client.create_flow_run(parent, name=f"parent-{i}") for i in range(2)]
+        children = {}
+        for key, (owner, name, state) in {
+            "abandoned": (parents[0], "iteration-0000", Running()),
+            "redone": (parents[0], "iteration-0000", Completed()),
+            "next": (parents[0], "iteration-0001", Running()),
+            "elsewhere": (parents[1], "iteration-0000", Running()),
+        }.items():
+            link = client.create_task_run(subflow_task, flow_run_id=owner.id, dynamic_key=key)
+            child = client.create_flow_run(iteration, name=name, parent_task_run_id=link.id)
+            client.set_flow_run_state(child.id, state, force=True)
+            children[key] = child.id
+        assert crash_abandoned_subflows(str(parents[0].id), "iteration-0000") == 1
+        states = {key: client.read_flow_run(run_id).state.type.value for key, run_id in children.items()}
+    assert states == {
+        "abandoned": "CRASHED",
+        "redone": "COMPLETED",
+        "next": "RUNNING",
+        "elsewhere": "RUNNING",
+    }

@@ -119,3 +119,20 @@ def test_connection_errors_of_prefects_client_are_told_from_other_endpoints():
         "404", request=httpx.Request("GET", f"{URL}/x"), response=httpx.Response(404)
     )
     assert not from_prefect_client(not_found, URL)
+
+
+def test_what_a_failed_attempt_left_open_is_closed_once_the_api_is_back_before_the_step_runs_again():
+    api, said, events = FakeApi(), [], []
+
+    def step():
+        events.append(("step", api.answers(URL)))
+        if len(events) == 1:  # the attempt's final report meets the outage
+            api.down_from, api.back_at = api.now, api.now + 30
+            raise RuntimeError("All connection attempts failed")
+        return "done"
+
+    outcome = api.outage(300, said).outlast(
+        step, "iteration 0", lambda: events.append(("closed", api.answers(URL)))
+    )
+    assert outcome == "done"
+    assert events == [("step", True), ("closed", True), ("step", True)]
