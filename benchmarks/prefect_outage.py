@@ -50,14 +50,6 @@ MOMENTS = {  # moment: (iteration, stage, event kind) that triggers the crash
 TIMEOUT_S = 1800
 
 
-def happened(root: Path, run_id: str, wanted: tuple[int, str, str]) -> bool:
-    if not (root / run_id / "events").is_dir():
-        return False
-    return any(
-        (e["iteration"], e["stage"], e["kind"]) == wanted for e in Run.open(str(root), run_id).events()
-    )
-
-
 def one_outage(moment: str, outage_s: float, work: Path, tiny_model: Path) -> dict:
     root, run_id = work / "runs", f"outage-{moment}"
     config = write_tiny_config(
@@ -73,10 +65,7 @@ def one_outage(moment: str, outage_s: float, work: Path, tiny_model: Path) -> di
         env = child_env(server.url, PREFECT_LOGGING_LEVEL="INFO")
         started = time.monotonic()
         train = MappaProcess(["train", str(config), "--run-id", run_id], env, work / f"{moment}.txt")
-        while not happened(root, run_id, MOMENTS[moment]):
-            if train.process.poll() is not None:
-                raise SystemExit(f"the run ended before {moment}: {train.output()[-3000:]}")
-            time.sleep(0.2)
+        train.wait_for_event(root, run_id, MOMENTS[moment], TIMEOUT_S)
         crashed = time.monotonic()
         server.crash()
         time.sleep(outage_s)

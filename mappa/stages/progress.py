@@ -99,13 +99,10 @@ class StageProgress:
         # (measured: an update stage took 71 s instead of 2 while its server was down)
         try:
             with temporary_settings(updates={PREFECT_CLIENT_MAX_RETRIES: 0}):
-                self._send(what, percent, text, create_progress_artifact, update_progress_artifact)
+                if what == "create":
+                    self.artifact_id = create_progress_artifact(percent, description=text, _sync=True)
+                else:
+                    update_progress_artifact(self.artifact_id, percent, description=text, _sync=True)
         except (httpx.HTTPError, RuntimeError) as exc:  # RuntimeError: Prefect's "Failed to reach API"
             logger.warning("progress of %s not reported (Prefect API error: %s)", self.description, exc)
             self.artifact_id = None
-
-    def _send(self, what: str, percent: float, text: str, create, update) -> None:
-        if what == "create":
-            self.artifact_id = create(percent, description=text, _sync=True)
-        else:
-            update(self.artifact_id, percent, description=text, _sync=True)

@@ -63,6 +63,23 @@ class MappaProcess:
             self._stop_leftovers()
             self._log_file.close()
 
+    def wait_for_event(
+        self, root: str | Path, run_id: str, wanted: tuple[int, str, str], timeout: float
+    ) -> None:
+        """Return once run `run_id` under `root` has the event (iteration, stage, kind); fail the test if
+        the child ends first or `timeout` seconds pass."""
+        from mappa.storage.run import Run
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if (Path(root) / run_id / "events").is_dir():
+                events = Run.open(str(root), run_id).events()
+                if any((e["iteration"], e["stage"], e["kind"]) == wanted for e in events):
+                    return
+            assert self.process.poll() is None, f"the run ended before {wanted}: {self.output()[-3000:]}"
+            time.sleep(0.1)
+        raise AssertionError(f"no {wanted} after {timeout} s")
+
     def interrupt(self, timeout: float = 90) -> int:
         """Ctrl-C as a terminal sends it: SIGINT to the child's process group; its exit code."""
         os.killpg(self.process.pid, signal.SIGINT)

@@ -30,24 +30,43 @@ def server_process(
 ) -> Iterator[subprocess.Popen]:
     """Start `command`; fail the test with the log's end unless `ready()` is true within `timeout_s` (an
     HTTP error counts as not yet); stop it after the block."""
+    server = start_server(command, env, log_path, ready, timeout_s)
+    try:
+        yield server
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+
+
+def start_server(
+    command: list[str], env: dict[str, str], log_path: Path, ready: Callable[[], bool], timeout_s: float
+) -> subprocess.Popen:
+    """Start `command` in a session of its own, its output in `log_path`; fail the test with the log's end
+    (the server SIGKILLed) unless `ready()` is true within `timeout_s`."""
     with open(log_path, "wb") as log:
         server = subprocess.Popen(
             command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
         )
-        try:
-            deadline = time.monotonic() + timeout_s
-            while not _answers(ready):
-                if server.poll() is not None or time.monotonic() > deadline:
-                    log_end = log_path.read_text()[-3000:]
-                    pytest.fail(f"{' '.join(command[:3])} did not start in {timeout_s:g} s: {log_end}")
-                time.sleep(0.5)
-            yield server
-        finally:
-            server.terminate()
-            try:
-                server.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                server.kill()
+    deadline = time.monotonic() + timeout_s
+    while not _answers(ready):
+        if server.poll() is not None or time.monotonic() > deadline:
+            _kill_group(server)
+            log_end = log_path.read_text()[-3000:]
+            pytest.fail(f"{' '.join(command[:3])} did not start in {timeout_s:g} s: {log_end}")
+        time.sleep(0.5)
+    return server
+
+
+def _kill_group(server: subprocess.Popen) -> None:
+    """SIGKILL `server` and the processes of its session (no shutdown, as a crash would end them)."""
+    try:
+        os.killpg(server.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    server.wait(timeout=30)
 
 
 def _answers(ready: Callable[[], bool]) -> bool:
@@ -75,28 +94,14 @@ class PrefectServer:
         prefect = str(Path(sys.executable).with_name("prefect"))
         command = [prefect, "server", "start", "--host", "127.0.0.1", "--port", str(self.port)]
         self.starts += 1
-        with open(self.home / f"server-{self.starts}.log", "wb") as log:
-            self.process = subprocess.Popen(
-                command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-            )
-        deadline = time.monotonic() + timeout_s
-        while not _answers(lambda: httpx.get(f"{self.url}/health", timeout=2).status_code == 200):
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                log_end = (self.home / f"server-{self.starts}.log").read_text()[-3000:]
-                self.crash()
-                pytest.fail(f"prefect server start did not answer in {timeout_s:g} s: {log_end}")
-            time.sleep(0.5)
+        healthy = lambda: httpx.get(f"{self.url}/health", timeout=2).status_code == 200  # noqa: E731
+        self.process = start_server(command, env, self.home / f"server-{self.starts}.log", healthy, timeout_s)
 
     def crash(self) -> None:
         """SIGKILL the server and its children: no shutdown, as a lost node or an OOM kill would."""
-        if self.process is None:
-            return
-        try:
-            os.killpg(self.process.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        self.process.wait(timeout=30)
-        self.process = None
+        if self.process is not None:
+            _kill_group(self.process)
+            self.process = None
 
     def __enter__(self) -> PrefectServer:
         self.home.mkdir(parents=True, exist_ok=True)

@@ -38,20 +38,6 @@ OUTAGE_S = 2  # plus the server's start-up, about 15 s
 STAGES = (*TRAINING, "report", "retention")
 
 
-def wait_for_event(root: Path, run_id: str, iteration: int, stage: str, kind: str, process: MappaProcess):
-    deadline = time.monotonic() + TIMEOUT_S
-    while time.monotonic() < deadline:
-        if (root / run_id / "events").is_dir():
-            events = Run.open(str(root), run_id).events()
-            if any((e["iteration"], e["stage"], e["kind"]) == (iteration, stage, kind) for e in events):
-                return
-        assert process.process.poll() is None, (
-            f"the run ended before {stage} {kind}: {process.output()[-3000:]}"
-        )
-        time.sleep(0.2)
-    raise AssertionError(f"no {stage} {kind} in iteration {iteration} after {TIMEOUT_S} s")
-
-
 def manifests(root: Path, run_id: str) -> dict[str, bytes]:
     """Every stage manifest of the run, by path."""
     return {str(p.relative_to(root)): p.read_bytes() for p in (root / run_id).glob(f"iter-*/*/{MANIFEST}")}
@@ -71,7 +57,7 @@ def test_a_prefect_outage_is_waited_through_and_a_longer_one_stops_in_one_line(t
     with PrefectServer(tmp_path / "prefect-home") as server:
         env = child_env(server.url, PREFECT_CLIENT_MAX_RETRIES="1", PREFECT_LOGGING_LEVEL="INFO")
         train = MappaProcess(["train", str(config), "--run-id", "outage"], env, tmp_path / "train.txt")
-        wait_for_event(root, "outage", 0, "update", "started", train)
+        train.wait_for_event(root, "outage", (0, "update", "started"), TIMEOUT_S)
         server.crash()
         time.sleep(OUTAGE_S)
         server.start()
@@ -106,7 +92,7 @@ def test_a_prefect_outage_is_waited_through_and_a_longer_one_stops_in_one_line(t
         assert wanted <= set(before), sorted(before)
         args = ["resume", "outage", "--root", str(root), "--iterations", "2"]
         resume = MappaProcess([*args, "--set", "retries.prefect_outage_s=5"], env, tmp_path / "resume.txt")
-        wait_for_event(root, "outage", 1, "rollout", "started", resume)
+        resume.wait_for_event(root, "outage", (1, "rollout", "started"), TIMEOUT_S)
         server.crash()
         code = resume.wait(TIMEOUT_S)
         printed = resume.output()

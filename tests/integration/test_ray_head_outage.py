@@ -15,7 +15,6 @@ from __future__ import annotations
 import os
 import time
 from collections import Counter
-from pathlib import Path
 
 import pytest
 from mappa_process import MappaProcess, child_env
@@ -29,18 +28,6 @@ pytestmark = pytest.mark.slow
 
 TIMEOUT_S = 600
 NO_AUTH = {"RAY_AUTH_MODE": "disabled"}
-
-
-def wait_for_event(root: Path, run_id: str, wanted: tuple[int, str, str], process: MappaProcess) -> None:
-    deadline = time.monotonic() + TIMEOUT_S
-    while time.monotonic() < deadline:
-        if (root / run_id / "events").is_dir():
-            events = Run.open(str(root), run_id).events()
-            if any((e["iteration"], e["stage"], e["kind"]) == wanted for e in events):
-                return
-        assert process.process.poll() is None, f"the run ended before {wanted}: {process.output()[-3000:]}"
-        time.sleep(0.1)
-    raise AssertionError(f"no {wanted} after {TIMEOUT_S} s")
 
 
 def test_a_lost_ray_head_ends_the_run_in_one_line_and_resume_finishes_it(
@@ -61,10 +48,10 @@ def test_a_lost_ray_head_ends_the_run_in_one_line_and_resume_finishes_it(
             prefect_api_url, RAY_ADDRESS=head.address, RAY_gcs_rpc_server_reconnect_timeout_s="15", **NO_AUTH
         )
         train = MappaProcess(["train", str(config), "--run-id", run_id], env, tmp_path / "train.txt")
-        wait_for_event(root, run_id, (0, "score", "finished"), train)
+        train.wait_for_event(root, run_id, (0, "score", "finished"), TIMEOUT_S)
         finished = [root / run_id / "iter-0000" / stage / MANIFEST for stage in ("rollout", "score")]
         before = {path: path.read_bytes() for path in finished}
-        wait_for_event(root, run_id, (0, "update", "started"), train)
+        train.wait_for_event(root, run_id, (0, "update", "started"), TIMEOUT_S)
         head.kill()
         lost = time.monotonic()
         code = train.wait(120)
