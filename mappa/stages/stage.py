@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from mappa.cluster.worker_loss import worker_lost_error
+from mappa.cluster.lost_worker import worker_lost_error
 from mappa.config import RunConfig
 from mappa.core.errors import error_line
 from mappa.storage.outage import StoreOutageError, adopt_outage

@@ -67,7 +67,7 @@ class FailingRank:
 def test_a_rank_whose_start_failed_is_named_with_its_error(ray_local):
     """A rank that raised in `__init__` (rank 0 unable to bind the rendezvous port, say) is reported with
     that error, not as a dead process."""
-    from mappa.cluster.worker_loss import worker_lost_error
+    from mappa.cluster.lost_worker import worker_lost_error
 
     ranks = [FailingRank.options(name="mappa-startfail-verifier-rank0").remote(), Rank.remote(1)]
     with pytest.raises(ray.exceptions.RayError) as raised:

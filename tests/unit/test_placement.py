@@ -6,7 +6,7 @@ import pytest
 
 from mappa.cluster import placement
 from mappa.cluster.placement import PlacementError, check_placement
-from mappa.cluster.worker_loss import _seat
+from mappa.cluster.lost_worker import _seat
 from mappa.config import ConfigError, validate_config
 
 SEATS = {"solver": {}, "executor": {}, "verifier": {}}
