@@ -15,12 +15,12 @@ from typing import Any
 from prefect import flow, get_run_logger
 
 from mappa.cluster.ray_cluster import HOST, release_workers
+from mappa.flows.stage_tasks import configure_stage
 from mappa.stages import describe_stage
 from mappa.stages.evaluate import STAGE_NAME, evaluation_rows, last_trained_iteration
 from mappa.stages.evaluate_on import create_evaluation_set
 from mappa.stages.report import publish_evaluation
 from mappa.storage.run import Run
-from mappa.tasks.stages import configure_stage
 
 
 @flow(name="mappa-evaluate", flow_run_name="{run_id}-evaluate", log_prints=True)

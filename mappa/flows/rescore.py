@@ -14,11 +14,11 @@ from prefect import flow, get_run_logger
 from prefect.artifacts import create_table_artifact
 
 from mappa.cluster.ray_cluster import release_workers
+from mappa.flows.stage_tasks import configure_stage
 from mappa.stages import describe_stage
 from mappa.stages.report import artifact_key, create_artifact
 from mappa.stages.rescore import comparison_rows, create_rescore, rolled_out_iterations, stage_name
 from mappa.storage.run import Run
-from mappa.tasks.stages import configure_stage
 
 
 @flow(name="mappa-rescore", flow_run_name="{run_id}-rescore-{name}", log_prints=True)

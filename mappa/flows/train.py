@@ -23,6 +23,7 @@ from mappa.config import load_config, override_config
 from mappa.envs.overlap import overlap_report
 from mappa.envs.registry import load_env_problems
 from mappa.flows.prefect_outage import Outage, crash_abandoned_subflows
+from mappa.flows.stage_tasks import configure_stage
 from mappa.flows.summary import run_summary
 from mappa.resources import check_resources
 from mappa.sandbox import check_isolation
@@ -33,7 +34,6 @@ from mappa.stages.trackers import log_scalars
 from mappa.storage.run import Run
 from mappa.storage.store import ArtifactStore
 from mappa.storage.tracker_sinks import check_trackers, close_trackers
-from mappa.tasks.stages import configure_stage
 
 
 def flow_run_name() -> str:

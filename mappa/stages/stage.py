@@ -9,7 +9,7 @@ registry is complete for anyone who imports the package.
 A stage is complete when its manifest exists, its output exists, and the manifest matches the config
 hash, the code version and the hashes of its inputs (`expected_manifest`); `execute` skips a complete
 stage and records `started` / `finished` / `skipped` events. The Prefect tasks key their cache on the
-same expected manifest (`mappa.tasks.caching`), so Prefect and the artifacts agree on what is done.
+same expected manifest (`mappa.flows.caching`), so Prefect and the artifacts agree on what is done.
 
 Not covered: running stages in order (the flows do), and where folders are (`mappa.storage.run`).
 """

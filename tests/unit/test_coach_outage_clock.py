@@ -18,13 +18,15 @@ from types import SimpleNamespace
 
 import pytest
 
-from mappa.coach import CoachOutageError, CoachRequest, CoachUnavailableError, OpenAICoach
+from mappa.coach.base import CoachOutageError, CoachUnavailableError
 from mappa.coach.cache import AnswerCache
+from mappa.coach.openai import OpenAICoach
 from mappa.coach.outage import EndpointOutage
+from mappa.coach.prompt import CoachRequest
 from mappa.config import CoachConfig, load_config
 from mappa.core.errors import worth_retrying
+from mappa.flows.stage_tasks import retry_unless_waited_out
 from mappa.storage.store import ArtifactStore
-from mappa.tasks.stages import retry_unless_waited_out
 
 
 class FakeClock:

@@ -3,7 +3,7 @@
 Tasks take the run's root, id and the iteration (small, hashable parameters) and return the stage's small
 manifest (URIs, counts, timings); the data itself stays in the artifact store. Each stage skips itself
 when its manifest matches (`mappa.stages.execute`), and each task's cache key is that same expected
-manifest (mappa.tasks.caching), so a re-run or retry of a task or flow never redoes finished work. The
+manifest (mappa.flows.caching), so a re-run or retry of a task or flow never redoes finished work. The
 flow sets retries and the result storage per run (`configure_stage`); an error that already waited out its
 own budget (`mappa.core.errors.worth_retrying`) is not retried.
 """
@@ -16,9 +16,9 @@ from prefect import Task, task
 
 from mappa.config import RunConfig
 from mappa.core.errors import worth_retrying
+from mappa.flows.caching import result_storage, stage_cache_key
 from mappa.stages import REGISTRY, Stage, execute, get_stage
 from mappa.storage.run import Run
-from mappa.tasks.caching import result_storage, stage_cache_key
 
 
 def stage_task(stage: Stage) -> Task:
