@@ -1,1 +1,4 @@
-"""Generation engines (HF transformers; vLLM planned), model preparation and precision choices."""
+"""Generation engines (HF transformers, vLLM) with per-token logprobs, and precision choices.
+
+Model preparation (short names to local HF folders, the tiny test model) is `mappa.models`.
+"""

@@ -17,7 +17,7 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from mappa.inference.prepare import MARKER_FILE, prepare_tokenizer
+from mappa.models.prepare import MARKER_FILE, prepare_tokenizer
 
 if TYPE_CHECKING:
     from transformers import LlamaConfig

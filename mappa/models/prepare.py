@@ -42,8 +42,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from mappa.inference.gguf_convert import GGUFSource, convert_gguf_model, convert_gguf_tokenizer
-from mappa.inference.part_packages import (
+from mappa.models.gguf_convert import GGUFSource, convert_gguf_model, convert_gguf_tokenizer
+from mappa.models.part_packages import (
     MissingPartsError,
     PartSet,
     assemble_parts,
