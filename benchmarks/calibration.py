@@ -48,10 +48,10 @@ def make_agents(model_name: str, temperature: float, max_new_tokens: int) -> dic
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from mappa.agents.agent import Agent
-    from mappa.envs.mathchat import ROLES, STOPS
+    from mappa.envs.mathchat.team import ROLES, STOPS
     from mappa.inference.engine import SamplingParams
     from mappa.inference.hf import HFEngine
-    from mappa.inference.prepare import resolve_model
+    from mappa.models.prepare import resolve_model
 
     path = resolve_model(model_name)
     tokenizer = AutoTokenizer.from_pretrained(path)
@@ -75,8 +75,8 @@ def make_agents(model_name: str, temperature: float, max_new_tokens: int) -> dic
 
 
 def seat_figures(trajectories) -> dict[str, float]:
-    from mappa.envs.grading import extract_flexible, grade_answer
-    from mappa.envs.mathchat_rubric import is_placeholder, last_boxed, states_answer
+    from mappa.envs.mathchat.grading import extract_flexible, grade_answer
+    from mappa.envs.mathchat.rubric import is_placeholder, last_boxed, states_answer
 
     rows = []
     for t in trajectories:
@@ -100,8 +100,8 @@ def seat_figures(trajectories) -> dict[str, float]:
 
 
 def main() -> int:
-    from mappa.envs.math_levels import load_builtin_source
-    from mappa.envs.mathchat import run_mathchat
+    from mappa.envs.mathchat.levels import load_builtin_source
+    from mappa.envs.mathchat.team import run_mathchat
     from mappa.sandbox import SandboxLimits
 
     args = parse_args()

@@ -115,7 +115,7 @@ def local_logprob_fn(model_name: str):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from mappa.inference.hf import HFEngine
-    from mappa.inference.prepare import resolve_model
+    from mappa.models.prepare import resolve_model
 
     path = resolve_model(model_name)
     tokenizer = AutoTokenizer.from_pretrained(path)
@@ -139,7 +139,7 @@ def score_all(trajectories, methods: list[str], model: str, template: str) -> tu
     from mappa.coach.build import build_coach
     from mappa.coach.score import score_trajectories
     from mappa.config import CoachConfig
-    from mappa.envs.mathchat import ROLES
+    from mappa.envs.mathchat.team import ROLES
 
     rubric = CoachConfig(type="rubric", use_ground_truth=True)
     rules = build_coach(rubric, env_type="mathchat")

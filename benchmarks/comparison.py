@@ -102,7 +102,7 @@ def load_causal_lm(model: str, threads: int):
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from mappa.inference.prepare import resolve_model
+    from mappa.models.prepare import resolve_model
 
     torch.set_num_threads(threads)
     path = resolve_model(model)
@@ -115,9 +115,9 @@ def benchmark_model(model: str, tiny: bool, scratch: Path) -> str:
     """The model folder a benchmark runs on: `model` as mappa resolves it (`smollm2`: the shipped model), or
     with `tiny` a tiny random model built under `scratch` (for smoke runs; its speed means nothing)."""
     if tiny:
-        from mappa.inference.tiny_model import build_tiny_model
+        from mappa.models.tiny_model import build_tiny_model
 
         return str(build_tiny_model(scratch / "tiny-model"))
-    from mappa.inference.prepare import resolve_model
+    from mappa.models.prepare import resolve_model
 
     return resolve_model(model)

@@ -31,7 +31,7 @@ from pathlib import Path  # noqa: E402
 
 from comparison import default_out, machine_info, median, print_facts, print_table, verdict, write_json  # noqa: E402
 
-DATA = Path(__file__).resolve().parents[1] / "mappa" / "envs" / "data" / "mathchat-cpu-train.jsonl"
+DATA = Path(__file__).resolve().parents[1] / "mappa/envs/mathchat/data/mathchat-cpu-train.jsonl"
 TARGET = 1.0  # vLLM should at least match HF `generate` to be worth its start-up
 
 
@@ -69,8 +69,8 @@ def main() -> None:
     from mappa.inference.engine import SamplingParams
     from mappa.inference.hf import HFEngine
     from mappa.inference.precision import resolve_bf16
-    from mappa.inference.prepare import resolve_model
     from mappa.inference.vllm_engine import VLLMEngine
+    from mappa.models.prepare import resolve_model
 
     torch.set_num_threads(args.threads)
     path = resolve_model(args.model)

@@ -8,7 +8,7 @@ runs against PREFECT_API_URL if set, else Prefect's embedded server), with one c
 PREFECT_API_URL, PREFECT_HOME is a temporary folder, so the embedded server has a database of its own (a
 training run on the same machine keeps its own; a fresh database adds its migrations to "Prefect server
 start"). Ray starts as `mappa train` starts it, with `MAPPA_RAY_TMP` in the temporary folder (a cluster of
-its own). `--tiny` builds the tiny random model (`mappa.inference.tiny_model`) and points every agent and
+its own). `--tiny` builds the tiny random model (`mappa.models.tiny_model`) and points every agent and
 the local coach at it, with 2 problems of 16 new tokens.
 
 How it measures (details in `benchmarks/overhead_probes.py`): timed wrappers around mappa's functions in
@@ -95,7 +95,7 @@ def build_overrides(args: argparse.Namespace, scratch: Path, root: str) -> list[
 
     overrides = ["iterations=1", f"storage.root={root}"]
     if args.tiny:
-        from mappa.inference.tiny_model import build_tiny_model
+        from mappa.models.tiny_model import build_tiny_model
 
         tiny = build_tiny_model(scratch / "tiny-model")
         agents = load_config(args.config, []).agents

@@ -116,7 +116,7 @@ def judge_row(args) -> dict[str, float] | None:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from mappa.inference.hf import HFEngine
-    from mappa.inference.prepare import resolve_model
+    from mappa.models.prepare import resolve_model
 
     try:
         path = resolve_model("qwen2.5-coder-0.5b")

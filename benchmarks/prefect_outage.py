@@ -122,7 +122,7 @@ def main() -> None:
     if args.table:
         print(markdown(json.loads(args.table.read_text())))
         return
-    from mappa.inference.tiny_model import build_tiny_model
+    from mappa.models.tiny_model import build_tiny_model
 
     work = Path(tempfile.mkdtemp(prefix="prefect-outage-"))
     tiny_model = build_tiny_model(work / "tiny-model")

@@ -51,7 +51,7 @@ def check_before_run(
 def note_models(config: RunConfig, say: Callable[[str], None], dry_run: bool) -> bool:
     """Say which model each agent (and a local coach) loads, resolving it (a ValueError names one that
     cannot be found); in a dry run a model not prepared yet is named and skipped. True: all resolved."""
-    from mappa.inference.prepare import needs_preparing, resolve_model
+    from mappa.models.prepare import needs_preparing, resolve_model
 
     seats = {f"agent {name}": agent.model for name, agent in config.agents.items()}
     if config.coach.runs_local_model:  # a model that is not prepared is named with the command, here

@@ -101,7 +101,7 @@ class AgentSize:
 
 def agent_sizes(config: RunConfig) -> list[AgentSize]:
     """Every agent whose model is a local folder (others cannot be estimated and are left out)."""
-    from mappa.inference.prepare import resolve_model
+    from mappa.models.prepare import resolve_model
 
     sizes = []
     for name, agent in config.agents.items():
@@ -182,7 +182,7 @@ def memory_need(config: RunConfig, sizes: list[AgentSize]) -> Need:
         parts.append(f"{engines} vLLM engine(s) {engines * each / GB:.1f} GB")
     coach = 0.0
     if config.coach.runs_local_model:
-        from mappa.inference.prepare import resolve_model
+        from mappa.models.prepare import resolve_model
 
         shapes = model_shapes(resolve_model(config.coach.model))
         coach = RUNTIME_BYTES + 4 * (parameter_count(shapes) if shapes else 0)

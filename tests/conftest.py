@@ -26,7 +26,7 @@ from mappa.stages import output_parts, write_manifest
 @pytest.fixture(scope="session")
 def tiny_model(tmp_path_factory) -> Path:
     """A random-init LlamaForCausalLM (hidden 64, 2 layers) with SmolLM2's tokenizer and chat template."""
-    from mappa.inference.tiny_model import build_tiny_model
+    from mappa.models.tiny_model import build_tiny_model
 
     return build_tiny_model(tmp_path_factory.mktemp("tiny-model"))
 

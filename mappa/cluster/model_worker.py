@@ -114,7 +114,7 @@ class ModelWorker:
         from transformers import AutoTokenizer
 
         from mappa.inference.hf import HFEngine
-        from mappa.inference.prepare import resolve_model
+        from mappa.models.prepare import resolve_model
         from mappa.trainer.backend import make_trainer
 
         path = resolve_model(model)

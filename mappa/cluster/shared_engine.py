@@ -26,8 +26,8 @@ import torch
 from mappa.cluster.memory import release_freed_memory
 from mappa.config import EngineConfig
 from mappa.inference.engine import Engine, Generation, SamplingParams
-from mappa.inference.prepare import resolve_model
 from mappa.inference.vllm_engine import vllm_engine_for
+from mappa.models.prepare import resolve_model
 
 SHARED_ENGINE = "shared-engine"
 

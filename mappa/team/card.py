@@ -6,7 +6,7 @@ with their role prompts, the model each started from and how it trained (full we
 coach (type, model, template or schedule, scoring, whether it saw the ground truth); the run's held-out
 evaluations, and for the exported checkpoint its change over the base team with the 95% interval over
 problems, gained and lost (`mappa.stages.evaluate.evaluation_change`); and a licence note for each model.
-Licences of the models mappa prepares come from `mappa.inference.prepare.KNOWN_MODELS`; any other model
+Licences of the models mappa prepares come from `mappa.models.prepare.KNOWN_MODELS`; any other model
 is named as one whose licence the user must check.
 
 Not covered: evaluations on other problem files (`mappa evaluate --eval-data`; `mappa inspect RUN
@@ -27,7 +27,7 @@ UNKNOWN_LICENCE = "not a model mappa prepares: check its own licence (its model 
 
 def licence_note(spec: str) -> str:
     """Where model `spec` (an agent's or the coach's `model`) comes from and under which licence."""
-    from mappa.inference.prepare import KNOWN_MODELS
+    from mappa.models.prepare import KNOWN_MODELS
 
     known = KNOWN_MODELS.get(spec)
     if known is None:
@@ -90,13 +90,12 @@ def training_of(agent, iteration: int) -> str:
 
 def coach_facts(run: Run) -> dict[str, Any]:
     coach = run.config.coach
-    llm = coach.type in ("local", "openai")
     return {
         "type": coach.type,
-        "model": coach.model if llm else None,
+        "model": coach.model if coach.is_llm else None,
         "template": coach.template if coach.reads_template else None,
         "schedule": [phase.model_dump() for phase in coach.schedule] if coach.reads_template else [],
-        "scoring": coach.scoring if coach.type == "local" else None,
+        "scoring": coach.scoring if coach.runs_local_model else None,
         "use_ground_truth": coach.use_ground_truth,
     }
 
@@ -136,7 +135,7 @@ def licence_facts(run: Run) -> list[dict[str, Any]]:
     for name in seats_in_order(run):
         users.setdefault(run.config.agents[name].model, []).append(name)
     coach = run.config.coach
-    if coach.type in ("local", "openai"):
+    if coach.is_llm:
         users.setdefault(coach.model, []).append("coach")
     return [{"model": spec, "used_by": who, "note": licence_note(spec)} for spec, who in users.items()]
 

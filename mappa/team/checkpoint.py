@@ -76,7 +76,7 @@ def check_checkpoint(run: Run, iteration: int, purpose: str) -> None:
 
 def base_model_path(agent: AgentConfig) -> str:
     """The folder (or hub id) the agent's initial weights load from (`agents.NAME.model`, resolved)."""
-    from mappa.inference.prepare import resolve_model
+    from mappa.models.prepare import resolve_model
 
     return resolve_model(agent.model)
 

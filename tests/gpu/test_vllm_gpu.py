@@ -15,8 +15,8 @@ def test_vllm_on_gpu_takes_new_weights_in_place(tmp_path):
     from transformers import AutoModelForCausalLM
 
     from mappa.inference.engine import SamplingParams
-    from mappa.inference.tiny_model import build_tiny_model
     from mappa.inference.vllm_engine import VLLMEngine
+    from mappa.models.tiny_model import build_tiny_model
 
     path = build_tiny_model(tmp_path / "tiny", hidden_size=256)
     engine = VLLMEngine(str(path), dtype="float32", gpu_memory_utilization=0.2, enforce_eager=True)
@@ -47,8 +47,8 @@ def test_vllm_on_gpu_samples_copies_of_a_prompt_differently_and_reproducibly(tmp
     """A problem's samples are copies of one prompt in one call: one seed for all would make them equal."""
     pytest.importorskip("vllm")
     from mappa.inference.engine import SamplingParams
-    from mappa.inference.tiny_model import build_tiny_model
     from mappa.inference.vllm_engine import VLLMEngine
+    from mappa.models.tiny_model import build_tiny_model
 
     path = build_tiny_model(tmp_path / "tiny", hidden_size=256)
     engine = VLLMEngine(str(path), dtype="float32", gpu_memory_utilization=0.2, enforce_eager=True)

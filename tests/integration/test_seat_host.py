@@ -32,8 +32,8 @@ def test_seats_share_a_host_only_where_nothing_needs_a_process_of_its_own():
 
 
 def test_one_actor_holds_every_seat_and_each_seat_keeps_its_own_weights(tiny_model, ray_local):
-    from mappa.cluster.ray_cluster import HOST, agent_workers, release_workers
     from mappa.cluster.lost_worker import worker_lost_error
+    from mappa.cluster.ray_cluster import HOST, agent_workers, release_workers
     from mappa.core.types import TrainSample
 
     config = validate_config(

@@ -30,7 +30,7 @@ KEY_ENV = "MAPPA_TEST_SERVED_COACH_KEY"
 
 @pytest.fixture(scope="module")
 def model_256(tmp_path_factory):
-    from mappa.inference.tiny_model import build_tiny_model
+    from mappa.models.tiny_model import build_tiny_model
 
     return build_tiny_model(tmp_path_factory.mktemp("tiny-256-coach"), hidden_size=256)
 

@@ -17,7 +17,7 @@ from mappa.stages import output_parts
 @pytest.fixture(scope="module")
 def model_256(tmp_path_factory):
     """The tiny llama with head size 64 (vLLM's CPU attention has no kernel for the usual tiny's 16)."""
-    from mappa.inference.tiny_model import build_tiny_model
+    from mappa.models.tiny_model import build_tiny_model
 
     return build_tiny_model(tmp_path_factory.mktemp("tiny-256"), hidden_size=256)
 

@@ -33,7 +33,7 @@ def test_an_invalid_config_is_refused_before_anything_is_printed(capsys):
 
 def test_a_model_not_prepared_yet_is_named_not_prepared(tmp_path, capsys, monkeypatch):
     from mappa import resources
-    from mappa.inference import prepare
+    from mappa.models import prepare
 
     def refuse(*args, **kwargs):
         raise AssertionError("a dry run must not prepare a model nor read one's folder")

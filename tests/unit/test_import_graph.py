@@ -11,7 +11,15 @@ from pathlib import Path
 import mappa
 
 PACKAGE = Path(mappa.__file__).parent
-PURE_LAYERS = ("mappa.core", "mappa.envs", "mappa.coach", "mappa.trainer", "mappa.storage", "mappa.blame")
+PURE_LAYERS = (
+    "mappa.core",
+    "mappa.envs",
+    "mappa.coach",
+    "mappa.trainer",
+    "mappa.storage",
+    "mappa.blame",
+    "mappa.models",
+)
 ORCHESTRATION = ("ray", "prefect")
 
 

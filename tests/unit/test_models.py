@@ -1,4 +1,4 @@
-"""Model preparation and resolution (`mappa.inference.prepare`) and the tiny test model (`tiny_model`).
+"""Model preparation and resolution (`mappa.models.prepare`) and the tiny test model (`tiny_model`).
 
 The fast tests use the tiny random model (its tokenizer is cached once under the default model cache) and
 fake part packages made in a temp folder; only the `slow` tests touch the real SmolLM2-135M and, where it
@@ -23,8 +23,8 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from mappa.inference import part_packages, prepare
-from mappa.inference.part_packages import (
+from mappa.models import part_packages, prepare
+from mappa.models.part_packages import (
     MissingPartsError,
     PartSet,
     PartsMismatchError,
@@ -32,7 +32,7 @@ from mappa.inference.part_packages import (
     find_parts,
     install_parts,
 )
-from mappa.inference.prepare import (
+from mappa.models.prepare import (
     FORMAT_VERSION,
     KNOWN_MODELS,
     MARKER_FILE,
@@ -43,7 +43,7 @@ from mappa.inference.prepare import (
     prepare_model,
     resolve_model,
 )
-from mappa.inference.tiny_model import build_tiny_model
+from mappa.models.tiny_model import build_tiny_model
 
 CHATML_PROMPT = (
     "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n"

@@ -5,8 +5,8 @@ placement no alive node can give (Ray would leave the worker pending for ever). 
 import pytest
 
 from mappa.cluster import placement
-from mappa.cluster.placement import PlacementError, check_placement
 from mappa.cluster.lost_worker import _seat
+from mappa.cluster.placement import PlacementError, check_placement
 from mappa.config import ConfigError, validate_config
 
 SEATS = {"solver": {}, "executor": {}, "verifier": {}}
