@@ -7,43 +7,45 @@ When recomputed, the manifest's `logprob_mismatch` holds the per-agent gap to th
 At iteration 0 the policy is the reference (every worker serves the initial weights), so only one pass
 runs there: the policy pass when old logprobs are recomputed, none when the rollout's logprobs are the
 trainer's own numbers (`reference_pass` in the manifest says which).
-Then the pure core turns scores and logprobs into KL, token rewards, returns and whitened advantages
-(scope `agent`: per agent; `global`: all together), after subtracting each action's sibling mean score
-with `algo.baseline=siblings` (the same agent and turn across the samples of its problem). Actions of
-frozen agents are scored but produce no experience. An action the coach left unscored (parse status
-`fallback`) keeps its experience row with advantages exactly 0 and stays out of the whitening statistics;
-the manifest's `unscored` counts them per trainable agent. Skipped when its manifest matches.
+The rollout's actions and the coach's scores are read back as typed `Action`s and `ActionScore`s
+(`read_scores`) and paired once by action id (`mappa.core.experiences.align_scores`: every action needs
+exactly one score). Then the pure core (`mappa.core.experiences`) turns scores and logprobs into KL, token
+rewards, returns and whitened advantages (scope `agent`: per agent; `global`: all together), after subtracting
+each action's baseline, from the estimator `algo.baseline` names (`mappa.core.baselines`; `siblings`: the mean
+score of the same agent and turn across the samples of its problem). Actions of frozen agents are scored but
+produce no experience. An action the coach left unscored (parse status `fallback`) keeps its experience row
+with advantages exactly 0 and stays out of the whitening statistics; the manifest's `unscored` counts them per
+trainable agent. Skipped when its manifest matches.
 """
 
 from __future__ import annotations
 
 import time
+from collections import Counter
 from typing import Any
 
 import pandas as pd
 import ray
-import torch
 
 from mappa.cluster.ray_cluster import agent_workers
-from mappa.config import rollout_logprobs_are_trainers
-from mappa.core.advantages import compute_reinforce_pp_advantages, pad_sequences
-from mappa.core.types import UNSCORED, Experience
+from mappa.config import AlgoConfig, rollout_logprobs_are_trainers
+from mappa.core import experiences as core
+from mappa.core.baseline_registry import get_baseline
+from mappa.core.types import UNSCORED, Action, ActionScore, Experience
 from mappa.stages.stage import Stage, output_parts, register, write_manifest
-from mappa.storage.frames import action_ids, experiences_to_frame
+from mappa.storage.frames import experiences_to_frame, frame_to_trajectories, read_scores
 from mappa.storage.run import OUTPUTS, Run
 
 
-def join_scores(actions: pd.DataFrame, scores: pd.DataFrame) -> pd.DataFrame:
-    """Actions with their scores and parse statuses; every action must have exactly one score."""
-    actions = actions.assign(action_id=action_ids(actions))
-    if "parse_status" not in scores:  # (a scores file written by hand may lack it)
-        scores = scores.assign(parse_status="ok")
-    columns = ["action_id", "score", "parse_status"]
-    merged = actions.merge(scores[columns], on="action_id", how="left", validate="one_to_one")
-    missing = merged["score"].isna().sum()
-    if missing:
-        raise ValueError(f"{missing} actions have no coach score; re-run the score stage of this iteration")
-    return merged
+def scored_actions(run: Run, iteration: int) -> tuple[list[Action], list[ActionScore]]:
+    """The trainable agents' non-empty actions of iteration `iteration`'s rollout, in rollout order, each
+    with its coach score (every action of the rollout must have exactly one)."""
+    trajectories = frame_to_trajectories(run.store.read_parquet(*output_parts(run, iteration, "rollout")))
+    actions = [action for trajectory in trajectories for action in trajectory.actions]
+    scores = core.align_scores(actions, read_scores(run, iteration))
+    trainable = {name for name, agent in run.config.agents.items() if agent.trainable}
+    kept = [i for i, action in enumerate(actions) if action.agent in trainable and action.response_token_ids]
+    return [actions[i] for i in kept], [scores[i] for i in kept]
 
 
 def reference_pass(iteration: int, recompute_old: bool, rollout_exact: bool) -> str:
@@ -57,25 +59,32 @@ def reference_pass(iteration: int, recompute_old: bool, rollout_exact: bool) -> 
     return "rollout" if rollout_exact else "run"
 
 
+def positions_by_agent(actions: list[Action]) -> dict[str, list[int]]:
+    """Each agent's positions in `actions`, agents in name order."""
+    positions: dict[str, list[int]] = {}
+    for i, action in enumerate(actions):
+        positions.setdefault(action.agent, []).append(i)
+    return dict(sorted(positions.items()))
+
+
 def fetch_logprobs(
-    run: Run, iteration: int, frame: pd.DataFrame, recompute_old: bool = True, reference: str = "run"
+    run: Run, iteration: int, actions: list[Action], recompute_old: bool = True, reference: str = "run"
 ) -> dict[str, list[list[float]]]:
-    """Old (policy) and reference logprobs per row, from each agent's worker, in frame order. Without
-    `recompute_old` the old logprobs are the rollout's own (`frame["logprobs"]`); `reference` (see
+    """Old (policy) and reference logprobs per action, from each agent's worker, in order. Without
+    `recompute_old` the old logprobs are the rollout's own (`Action.logprobs`); `reference` (see
     `reference_pass`) says whether the reference pass runs or equals the old logprobs."""
     workers = agent_workers(run, iteration, purpose=f"the advantages of iteration {iteration}")
-    old: list[Any] = [None] * len(frame)
-    ref: list[Any] = [None] * len(frame)
-    for agent, rows in frame.groupby("agent").groups.items():
-        positions = [frame.index.get_loc(r) for r in rows]
-        prompts = [list(map(int, frame.iloc[p]["prompt_token_ids"])) for p in positions]
-        responses = [list(map(int, frame.iloc[p]["response_token_ids"])) for p in positions]
+    old: list[Any] = [None] * len(actions)
+    ref: list[Any] = [None] * len(actions)
+    for agent, positions in positions_by_agent(actions).items():
+        prompts = [list(actions[p].prompt_token_ids) for p in positions]
+        responses = [list(actions[p].response_token_ids) for p in positions]
         worker = workers[agent]
         passes = (["ref"] if reference == "run" else []) + (["policy"] if recompute_old else [])
         computed = dict(zip(passes, ray.get([worker.logprobs.remote(prompts, responses, w) for w in passes])))
         if passes:
             ray.get(worker.release_memory.remote())  # once both passes are done: the next agent needs it
-        sampled = [list(map(float, frame.iloc[p]["logprobs"])) for p in positions]
+        sampled = [list(actions[p].logprobs) for p in positions]
         old_rows = computed.get("policy", sampled)
         ref_rows = computed.get("ref", old_rows)
         for i, p in enumerate(positions):
@@ -83,89 +92,51 @@ def fetch_logprobs(
     return {"old": old, "ref": ref}
 
 
-def logprob_mismatch(frame: pd.DataFrame, old: list[list[float]]) -> dict[str, dict[str, float]]:
+def logprob_mismatch(actions: list[Action], old: list[list[float]]) -> dict[str, dict[str, float]]:
     """Per agent, how far the rollout's sampling logprobs are from the recomputed old ones: mean and max
     absolute difference per token (verl's and prime-rl's rollout/trainer mismatch)."""
     out = {}
-    for agent, rows in frame.groupby("agent").groups.items():
-        diffs = [
-            abs(float(a) - float(b))
-            for r in rows
-            for a, b in zip(frame.loc[r, "logprobs"], old[frame.index.get_loc(r)], strict=True)
-        ]
+    for agent, positions in positions_by_agent(actions).items():
+        pairs = (pair for p in positions for pair in zip(actions[p].logprobs, old[p], strict=True))
+        diffs = [abs(float(a) - float(b)) for a, b in pairs]
         if diffs:
             out[str(agent)] = {"mean_abs": sum(diffs) / len(diffs), "max_abs": max(diffs)}
     return out
 
 
-def sibling_groups(frame: pd.DataFrame) -> list[str]:
-    """Each action's sibling group for `algo.baseline=siblings`: the same agent at the same turn of the
-    samples of one problem."""
-    keys = zip(frame["problem_id"], frame["agent"], frame["turn"], strict=True)
-    return [f"{problem}/{agent}/{turn}" for problem, agent, turn in keys]
-
-
-def compute_experiences(frame: pd.DataFrame, old: list, ref: list, run: Run) -> pd.DataFrame:
-    algo = run.config.algo
-    old_t, mask = pad_sequences(old)
-    ref_t, _ = pad_sequences(ref)
-    scores = torch.tensor(frame["score"].astype(float).tolist())
-    groups = frame["agent"].tolist() if algo.whiten_scope == "agent" else None
-    scored = torch.tensor((frame["parse_status"] != UNSCORED).tolist(), dtype=torch.bool)
-    out = compute_reinforce_pp_advantages(
-        old_t,
-        ref_t,
+def compute_experiences(
+    actions: list[Action], scores: list[ActionScore], old: list, ref: list, algo: AlgoConfig
+) -> list[Experience]:
+    """The REINFORCE++ experiences of `actions` (`mappa.core.experiences`) with the run's `algo` settings."""
+    return core.compute_experiences(
+        actions,
         scores,
-        mask,
+        old,
+        ref,
         beta=algo.beta,
         kl_estimator=algo.kl_estimator,
         reward_scale=algo.reward_scale,
         reward_clip=algo.reward_clip,
-        groups=groups,
-        scored=scored,
-        baseline_groups=sibling_groups(frame) if algo.baseline == "siblings" else None,
+        whiten_groups=[action.agent for action in actions] if algo.whiten_scope == "agent" else None,
+        baseline=get_baseline(algo.baseline),
     )
-    lengths = mask.sum(dim=1).long().tolist()
-
-    def row(t: torch.Tensor, i: int) -> tuple[float, ...]:
-        return tuple(t[i, : lengths[i]].tolist())
-
-    experiences = [
-        Experience(
-            action_id=str(record["action_id"]),
-            agent=str(record["agent"]),
-            prompt_token_ids=tuple(int(x) for x in record["prompt_token_ids"]),
-            response_token_ids=tuple(int(x) for x in record["response_token_ids"]),
-            old_logprobs=tuple(float(x) for x in old[i]),
-            ref_logprobs=tuple(float(x) for x in ref[i]),
-            kl=row(out["kl"], i),
-            rewards=row(out["rewards"], i),
-            returns=row(out["returns"], i),
-            advantages=row(out["advantages"], i),
-            score=float(record["score"]),
-        )
-        for i, record in enumerate(frame.to_dict("records"))
-    ]
-    return experiences_to_frame(experiences)
 
 
 def compute_iteration_advantages(run: Run, iteration: int) -> dict[str, Any]:
     """Logprobs and REINFORCE++ advantages of iteration `iteration`; experiences.parquet and the manifest."""
     started = time.perf_counter()
-    actions = run.store.read_parquet(*output_parts(run, iteration, "rollout"))
-    scores = run.store.read_parquet(*output_parts(run, iteration, "score"))
+    actions, scores = scored_actions(run, iteration)
     trainable = [name for name, agent in run.config.agents.items() if agent.trainable]
-    frame = join_scores(actions, scores)
-    frame = frame[frame["agent"].isin(trainable) & (frame["response_token_ids"].map(len) > 0)]
-    frame = frame.reset_index(drop=True)
     config = run.config
     source = config.algo.resolved_old_logprobs(config.engine, config.trainer)
     recompute = source == "recompute"
     exact = rollout_logprobs_are_trainers(config.engine, config.trainer)
     reference = reference_pass(iteration, recompute, exact)
-    logprobs = fetch_logprobs(run, iteration, frame, recompute_old=recompute, reference=reference)
-    mismatch = logprob_mismatch(frame, logprobs["old"]) if source == "recompute" else None
-    experiences = compute_experiences(frame, logprobs["old"], logprobs["ref"], run)
+    logprobs = fetch_logprobs(run, iteration, actions, recompute_old=recompute, reference=reference)
+    mismatch = logprob_mismatch(actions, logprobs["old"]) if source == "recompute" else None
+    experiences = experiences_to_frame(
+        compute_experiences(actions, scores, logprobs["old"], logprobs["ref"], config.algo)
+    )
     run.store.write_parquet(experiences, *output_parts(run, iteration, "advantages"))
     kl = experiences.groupby("agent")["kl"].apply(
         lambda s: float(pd.Series([x for r in s for x in r]).mean())
@@ -181,14 +152,14 @@ def compute_iteration_advantages(run: Run, iteration: int) -> dict[str, Any]:
         reference_pass=reference,
         baseline=config.algo.baseline,
         logprob_mismatch=mismatch,
-        unscored=unscored_by_agent(frame, trainable),
+        unscored=unscored_by_agent(scores, trainable),
     )
 
 
-def unscored_by_agent(frame: pd.DataFrame, agents: list[str]) -> dict[str, int]:
+def unscored_by_agent(scores: list[ActionScore], agents: list[str]) -> dict[str, int]:
     """How many of each trainable agent's actions the coach left unscored (masked out of the gradient)."""
-    masked = frame.loc[frame["parse_status"] == UNSCORED, "agent"].value_counts()
-    return {agent: int(masked.get(agent, 0)) for agent in agents}
+    masked = Counter(score.agent for score in scores if score.parse_status == UNSCORED)
+    return {agent: masked[agent] for agent in agents}
 
 
 def describe(manifest: dict[str, Any]) -> str:

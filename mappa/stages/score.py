@@ -2,7 +2,7 @@
 
 Builds the configured coach (the local one answers through the run's `coach` Ray worker, greedy), scores
 every action, writes the scores and a manifest with the parse statistics and the coach's diagnostics
-(`mappa.stages.coach_diagnostics`: bias report, rubric agreement, the coach-bias watch). LLM coach answers
+(`mappa.coach.diagnostics`: bias report, rubric agreement, the coach-bias watch). LLM coach answers
 go through the run's `AnswerCache`: a repeated or resumed stage asks only for what it has no answer to
 (`coach_cache` in the manifest counts hits and new answers). A fallback is not final: a re-run asks the
 coach again about those actions (`fallbacks_asked_again`, `mappa.coach.base`), and a re-scoring with
@@ -19,16 +19,16 @@ from typing import Any
 
 from mappa.cluster.handles import WorkerHandle
 from mappa.cluster.ray_cluster import COACH, coach_worker, release_worker
-from mappa.coach.base import Coach
 from mappa.coach.build import build_coach, cache_settings
 from mappa.coach.cache import AnswerCache
+from mappa.coach.diagnostics import diagnose
 from mappa.coach.score import score_trajectories
+from mappa.coach.spec import Coach
 from mappa.config import CoachConfig
 from mappa.core.types import UNSCORED, ActionScore
 from mappa.envs.registry import get_env_spec
-from mappa.stages.coach_diagnostics import diagnose
 from mappa.stages.stage import Stage, output_parts, register, write_manifest
-from mappa.storage.frames import frame_to_scores, frame_to_trajectories, scores_to_frame
+from mappa.storage.frames import frame_to_trajectories, read_scores, scores_to_frame
 from mappa.storage.run import OUTPUTS, Run
 
 
@@ -129,7 +129,7 @@ def stage_coach(run: Run, coach_config: CoachConfig, worker_name: str) -> tuple[
 
 def kept_verdicts(run: Run, iteration: int, stage: str) -> dict[str, ActionScore]:
     """Stage `stage`'s verdicts of iteration `iteration` by action id, its fallbacks left out."""
-    own = frame_to_scores(run.store.read_parquet(*output_parts(run, iteration, stage)))
+    own = read_scores(run, iteration, stage)
     return {score.action_id: score for score in own if score.parse_status != UNSCORED}
 
 

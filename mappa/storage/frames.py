@@ -22,6 +22,7 @@ from mappa.core.types import (
     action_id,
     to_record,
 )
+from mappa.storage.run import OUTPUTS, Run
 
 
 def trajectories_to_frame(trajectories: Sequence[Trajectory], iteration: int) -> pd.DataFrame:
@@ -118,6 +119,12 @@ def frame_to_scores(frame: pd.DataFrame) -> list[ActionScore]:
         template = template if isinstance(template, str) else None
         out.append(ActionScore(**row, template=template, criteria=_criteria_of(criteria)))
     return out
+
+
+def read_scores(run: Run, iteration: int, stage: str = "score") -> list[ActionScore]:
+    """Stage `stage`'s scores.parquet of iteration `iteration` as `ActionScore`s: the score stage's, or a
+    re-scoring's (`rescore/NAME`). How every stage reads a coach's verdicts back."""
+    return frame_to_scores(run.store.read_parquet(*run.parts(iteration, stage, OUTPUTS["score"])))
 
 
 def _criteria_rows(criteria: dict[str, float] | None) -> list[dict[str, object]] | None:

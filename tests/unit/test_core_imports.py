@@ -8,7 +8,7 @@ FORBIDDEN = ["ray", "vllm", "deepspeed", "prefect", "fsspec", "s3fs", "transform
 
 def test_core_imports_no_cluster_stack():
     code = (
-        "import sys, mappa.core.types, mappa.core.advantages, mappa.core.losses\n"
+        "import sys, mappa.core.types, mappa.core.advantages, mappa.core.experiences, mappa.core.losses\n"
         f"bad = [m for m in {FORBIDDEN!r} if m in sys.modules]\n"
         "print(','.join(bad))\n"
     )

@@ -6,20 +6,20 @@ model."""
 from __future__ import annotations
 
 import asyncio
-from types import SimpleNamespace
 
-import pandas as pd
 import pytest
 
-from mappa.coach import CoachRequest, LocalCoach, OpenAICoach
 from mappa.coach.cache import AnswerCache
+from mappa.coach.local import LocalCoach
+from mappa.coach.openai import OpenAICoach
+from mappa.coach.prompt import CoachRequest
 from mappa.config import load_config
-from mappa.core.types import ActionScore, Experience
+from mappa.core.types import Action, ActionScore, Experience
 from mappa.stages import execute, output_parts, write_manifest
 from mappa.stages.advantages import compute_experiences, unscored_by_agent
 from mappa.stages.rescore import check_rescore, create_rescore
 from mappa.stages.update import training_samples
-from mappa.storage.frames import frame_to_scores, scores_to_frame, trajectories_to_frame
+from mappa.storage.frames import read_scores, scores_to_frame, trajectories_to_frame
 from mappa.storage.run import Run
 from mappa.storage.store import ArtifactStore
 
@@ -28,24 +28,24 @@ from mappa.storage.store import ArtifactStore
 
 def test_an_unscored_action_gets_no_advantage_and_stays_out_of_its_agents_statistics():
     config = load_config("configs/mathchat-cpu.yaml", ["algo.beta=0"])  # no KL: returns are 0.1 x score
-    frame = pd.DataFrame(
-        {
-            "action_id": ["t/0", "t/1", "t/2", "t/3"],
-            "agent": ["solver", "solver", "solver", "executor"],
-            "prompt_token_ids": [[1], [1], [1], [1]],
-            "response_token_ids": [[2], [2, 3], [2], [2]],
-            "score": [2.0, 5.0, 8.0, 6.0],
-            "parse_status": ["ok", "fallback", "retried", "ok"],
-        }
-    )
-    logprobs = [[0.0], [0.0, 0.0], [0.0], [0.0]]
-    experiences = compute_experiences(frame, logprobs, logprobs, SimpleNamespace(config=config))
-    advantages = experiences["advantages"].tolist()
+    rows = [("solver", 1, 2.0, "ok"), ("solver", 2, 5.0, "fallback"), ("solver", 1, 8.0, "retried")]
+    rows.append(("executor", 1, 6.0, "ok"))
+    actions = [
+        Action("t", "p", agent, i, 0, "o", "p", "r", (1,), (2,) * length, (0.0,) * length)
+        for i, (agent, length, _, _) in enumerate(rows)
+    ]
+    scores = [
+        ActionScore(action.id, "t", action.agent, score, "why", "coach", status)
+        for action, (_, _, score, status) in zip(actions, rows, strict=True)
+    ]
+    logprobs = [list(action.logprobs) for action in actions]
+    experiences = compute_experiences(actions, scores, logprobs, logprobs, config.algo)
+    advantages = [e.advantages for e in experiences]
     # the solver's statistics are over its scored actions, returns 0.2 and 0.8: mean 0.5, std 0.3
-    assert advantages[0] == pytest.approx([-1.0]) and advantages[2] == pytest.approx([1.0])
-    assert advantages[1] == [0.0, 0.0]  # exactly
-    assert experiences["returns"].tolist()[1] == pytest.approx([0.5, 0.5])  # recorded all the same
-    assert unscored_by_agent(frame, ["solver", "executor", "verifier"]) == {
+    assert advantages[0] == pytest.approx((-1.0,)) and advantages[2] == pytest.approx((1.0,))
+    assert advantages[1] == (0.0, 0.0)  # exactly
+    assert experiences[1].returns == pytest.approx((0.5, 0.5))  # recorded all the same
+    assert unscored_by_agent(scores, ["solver", "executor", "verifier"]) == {
         "solver": 1,
         "executor": 0,
         "verifier": 0,
@@ -157,7 +157,7 @@ def test_rescore_fallbacks_only_asks_about_the_unscored_action_alone(scored_run)
     create_rescore(run, "again", [], only_fallbacks=True)
     manifest = execute(run, 0, "rescore/again")
     assert len(asked) == 1 and "print(4)" in asked[0]  # t1/1, the executor's action
-    again = frame_to_scores(run.store.read_parquet(*output_parts(run, 0, "rescore/again")))
+    again = read_scores(run, 0, "rescore/again")
     assert again[1].score == 9.0 and again[1].parse_status == "ok"
     assert [again[i] for i in (0, 2, 3)] == [scores[i] for i in (0, 2, 3)]  # copied as they were
     assert (
