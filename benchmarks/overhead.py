@@ -119,7 +119,7 @@ def run_iteration(args, overrides: list[str], run_id: str, timeline: probes.Time
     from prefect import flow
 
     from mappa.flows.train import train
-    from mappa.stages.progress import terminal_progress
+    from mappa.reporting.progress import terminal_progress
 
     probes.install(timeline)
 

@@ -63,8 +63,8 @@ def run_logged(
     temporary server apart from the terminal, the flow runs tagged. Returns (0, the flow's result), or the
     exit code and None after printing the one line of an interrupt or a failure."""
     from mappa.flows.temporary_server import start_temporary_server
+    from mappa.reporting.progress import terminal_progress
     from mappa.run_log import run_log
-    from mappa.stages.progress import terminal_progress
 
     with run_log(root, run_id, args.command, debug=args.debug) as log:
         try:

@@ -2,7 +2,7 @@
 agents and extreme actions, one trajectory with what trained each action, the run's evaluations, its
 coach's separation of success from failure (and re-scorings against it), and its curves.
 
-Reads the run's files only (`mappa.storage.run_view`, `run_list`, `coach_separation`); nothing starts.
+Reads the run's files only (`mappa.reporting.run_view`, `run_list`, `coach_separation`); nothing starts.
 Tables and text are `mappa.cli.render`'s. A relative --root is relative to the working directory: every
 message names the absolute folder.
 """
@@ -29,7 +29,7 @@ RUN_OPTIONS = ("iteration", "trajectory", "evaluations", "plot", "coaches")
 
 def cmd_runs(args: argparse.Namespace) -> int:
     """`mappa runs [--root ROOT]`: the runs under ROOT with where each stands, newest first."""
-    from mappa.storage.run_list import list_runs
+    from mappa.reporting.run_list import list_runs
     from mappa.storage.store import ArtifactStore
 
     print_runs(ArtifactStore(args.root).url(), list_runs(args.root))
@@ -66,7 +66,7 @@ def inspect_run(run) -> None:
     """One row per rolled-out iteration, with what its success figures are."""
     import pandas as pd
 
-    from mappa.storage import run_view
+    from mappa.reporting import run_view
 
     rows = run_view.iteration_rows(run)
     if not rows:
@@ -91,8 +91,8 @@ def inspect_iteration(run, iteration: int) -> None:
     """Per-agent coach-score stats, per task kind where there are kinds, and the extreme actions."""
     import pandas as pd
 
+    from mappa.reporting import run_view
     from mappa.stages.report import kind_rows_of
-    from mappa.storage import run_view
     from mappa.storage.checkpoints import pruned_note
 
     frame = run_view.scored_actions(run, iteration)  # a ValueError names the run's iterations
@@ -113,7 +113,7 @@ def inspect_iteration(run, iteration: int) -> None:
 
 def inspect_trajectory(run, wanted: str) -> None:
     """A trajectory (or the one an action id belongs to), with what trained each of its actions."""
-    from mappa.storage import run_view
+    from mappa.reporting import run_view
 
     frame, asked = run_view.find_trajectory(run, wanted)
     iteration = int(frame["iteration"].iloc[0])
@@ -132,14 +132,14 @@ def inspect_trajectory(run, wanted: str) -> None:
 
 def inspect_coaches(run, plot: str | None) -> None:
     """The run's own coach against outcomes, per seat; then each re-scoring against the run's coach."""
+    from mappa.reporting.coach_separation import coach_separation
     from mappa.stages.rescore import comparison_rows, rescore_names
-    from mappa.storage.coach_separation import coach_separation
 
     print_coach_separation(run.run_id, coach_separation(run))
     rows = [row for name in rescore_names(run) for row in comparison_rows(run, name)]
     print_comparison(rows)
     if plot and rows:
-        from mappa.storage.coach_plot import plot_coach_comparison
+        from mappa.reporting.coach_plot import plot_coach_comparison
 
         plot_coach_comparison(rows, plot, title=f"run {run.run_id}: coaches")
         console.print(f"coach comparison: {os.path.abspath(plot)}", markup=False)

@@ -103,7 +103,7 @@ def print_plot(run, path: str) -> None:
     """The training curves of every finished iteration as a PNG at `path` (a local file)."""
     from pathlib import Path
 
-    from mappa.storage.curves import plot_curves
+    from mappa.reporting.curves import plot_curves
     from mappa.storage.history import run_history
 
     frame = run_history(run)  # a ValueError names the run when no iteration has finished
@@ -188,7 +188,7 @@ SEPARATION_LIMIT = (
 
 def print_coach_separation(run_id: str, rows: list[dict[str, Any]]) -> None:
     """Per seat, per iteration and pooled: how the run's own coach scores separate success from failure
-    (`mappa.storage.coach_separation`), with what it means and what it does not."""
+    (`mappa.reporting.coach_separation`), with what it means and what it does not."""
     import pandas as pd
 
     if not rows:
@@ -258,7 +258,7 @@ def print_evaluation(manifest: dict[str, Any], rows: list[dict[str, Any]]) -> No
 
 
 def print_runs(root_url: str, statuses: list) -> None:
-    """The runs under a root (`mappa.storage.run_list.RunStatus`), newest first."""
+    """The runs under a root (`mappa.reporting.run_list.RunStatus`), newest first."""
     if not statuses:
         console.print(f"no runs under {root_url} (no folder there holds a config.yaml)", markup=False)
         return

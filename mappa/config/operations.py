@@ -105,7 +105,7 @@ class RetryConfig(Section):
 
 
 class WandbConfig(Section):
-    """Weights & Biases: one W&B run per mappa run (`mappa.storage.tracker_sinks`)."""
+    """Weights & Biases: one W&B run per mappa run (`mappa.reporting.tracker_sinks`)."""
 
     enabled: bool = False
     project: str = "mappa"
@@ -128,7 +128,7 @@ class MlflowConfig(Section):
 
 class TrackersConfig(Section):
     """Where each iteration's scalars go besides the artifacts: TensorBoard on by default, W&B and MLflow
-    when enabled (`mappa.stages.trackers` names the scalars)."""
+    when enabled (`mappa.reporting.trackers` names the scalars)."""
 
     tensorboard: bool = True
     """Event files under ROOT/RUN_ID/tensorboard (`tensorboard --logdir` it)."""

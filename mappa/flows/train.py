@@ -25,15 +25,15 @@ from mappa.envs.registry import load_env_problems
 from mappa.flows.prefect_outage import Outage, crash_abandoned_subflows
 from mappa.flows.stage_tasks import configure_stage
 from mappa.flows.summary import run_summary
+from mappa.reporting.tracker_sinks import check_trackers, close_trackers
+from mappa.reporting.trackers import log_scalars
 from mappa.resources import check_resources
 from mappa.sandbox import check_isolation
 from mappa.stages import TRAINING, describe_stage
 from mappa.stages.evaluate import evaluation_rows
 from mappa.stages.report import publish_evaluation
-from mappa.stages.trackers import log_scalars
 from mappa.storage.run import Run
 from mappa.storage.store import ArtifactStore
-from mappa.storage.tracker_sinks import check_trackers, close_trackers
 
 
 def flow_run_name() -> str:

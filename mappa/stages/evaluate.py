@@ -37,7 +37,7 @@ from mappa.envs.overlap import find_overlap
 from mappa.envs.registry import get_env_spec, load_env_problems
 from mappa.envs.spec import EnvSpec
 from mappa.inference.engine import SamplingParams
-from mappa.stages.progress import StageProgress
+from mappa.reporting.progress import StageProgress
 from mappa.stages.rollout import roll_out
 from mappa.stages.stage import (
     Stage,

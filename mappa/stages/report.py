@@ -57,10 +57,10 @@ from prefect.exceptions import MissingContextError
 from prefect.logging import get_run_logger
 
 from mappa.envs.outcome_summary import kind_rows
+from mappa.reporting.curves import plot_curves
+from mappa.reporting.trackers import log_iteration
 from mappa.stages.stage import Stage, get_stage, register
-from mappa.stages.trackers import log_iteration
-from mappa.storage.curves import SCORE_STATS, TRAINER_METRICS, plot_curves
-from mappa.storage.history import TIMED_STAGES, record_iteration
+from mappa.storage.history import SCORE_STATS, TIMED_STAGES, TRAINER_METRICS, record_iteration
 from mappa.storage.run import MANIFEST, TRAINING, Run, iteration_label
 
 AGENT_COLUMNS = ("agent", *SCORE_STATS, *TRAINER_METRICS)

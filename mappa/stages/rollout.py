@@ -23,8 +23,8 @@ from mappa.envs.outcome_summary import summarize_by_kind
 from mappa.envs.registry import get_env_spec, load_env_problems
 from mappa.envs.spec import EnvSpec
 from mappa.inference.engine import Generation, SamplingParams
+from mappa.reporting.progress import StageProgress
 from mappa.sandbox import SandboxLimits
-from mappa.stages.progress import StageProgress
 from mappa.stages.stage import Stage, output_parts, register, write_manifest
 from mappa.storage.checkpoints import Holds
 from mappa.storage.frames import trajectories_to_frame

@@ -21,8 +21,8 @@ import ray
 from mappa.cluster.handles import WorkerHandle
 from mappa.cluster.ray_cluster import agent_workers
 from mappa.core.types import Experience, TrainSample
+from mappa.reporting.progress import StageProgress
 from mappa.resources import agent_sizes, check_disk_for_checkpoint, state_bytes
-from mappa.stages.progress import StageProgress
 from mappa.stages.stage import Stage, output_parts, register, write_manifest
 from mappa.storage.checkpoints import TRAINER_STATE
 from mappa.storage.frames import frame_to_experiences

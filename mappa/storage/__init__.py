@@ -1,1 +1,2 @@
-"""Artifacts: an fsspec store with atomic writes, the run layout with stage manifests, data frames."""
+"""Persistence: an fsspec store with atomic writes and an outage clock, the run layout with stage manifests,
+typed data frames, checkpoints and the run's history. What a run shows people is `mappa.reporting`."""

@@ -23,11 +23,13 @@ from typing import Any
 
 import pandas as pd
 
-from mappa.storage.curves import COLUMNS as CURVE_COLUMNS
-from mappa.storage.curves import TRAINER_METRICS
 from mappa.storage.run import MANIFEST, Run
 
 HISTORY = "history.parquet"
+SCORE_STATS = ("actions", "mean_score", "std_score", "min_score", "max_score")
+TRAINER_METRICS = ("kl", "loss", "clip_fraction", "approx_kl", "grad_norm", "tokens_per_s")
+CURVE_COLUMNS = ("iteration", "agent", *SCORE_STATS, *TRAINER_METRICS, "success_rate")
+"""What the curves draw from (`mappa.reporting.curves`): per iteration and agent."""
 TIMED_STAGES = ("rollout", "score", "advantages", "update")
 STAGE_SECONDS = tuple(f"{stage}_s" for stage in TIMED_STAGES)
 COLUMNS = (*CURVE_COLUMNS, *STAGE_SECONDS)

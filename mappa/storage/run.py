@@ -44,7 +44,7 @@ OUTPUTS = {
     "update": "metrics.json",
 }
 """The file each training stage writes in its folder (`mappa.stages` registers its stages with these), so
-the read side of a run (`mappa.storage.run_view`) finds them without the stages."""
+the read side of a run (`mappa.reporting.run_view`) finds them without the stages."""
 MANIFEST = "_manifest.json"  # a stage folder's manifest, written last (mappa.stages.stage)
 LOCK = "_lock.json"  # in the run's folder while a flow drives the run
 

@@ -10,16 +10,16 @@ from types import SimpleNamespace
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
+from mappa.coach.diagnostics import verdict_counts
 from mappa.config import load_config
 from mappa.core.types import ActionScore
+from mappa.reporting import trackers as trackers_module
+from mappa.reporting.tracker_sinks import MlflowSink, WandbSink, markdown_table
+from mappa.reporting.trackers import coach_metrics, criterion_names, log_table, sample_actions
 from mappa.stages import output_parts, write_manifest
-from mappa.stages import trackers as trackers_module
-from mappa.stages.coach_diagnostics import verdict_counts
 from mappa.stages.report import _summary_lines
-from mappa.stages.trackers import coach_metrics, criterion_names, log_table, sample_actions
 from mappa.storage.frames import scores_to_frame, trajectories_to_frame
 from mappa.storage.run import Run
-from mappa.storage.tracker_sinks import MlflowSink, WandbSink, markdown_table
 
 Q1, Q2 = "Does the agent's output end with a number?", "Is the number correct?"
 

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from mappa.config import load_config
-from mappa.storage.curves import plot_curves
+from mappa.reporting.curves import plot_curves
 from mappa.storage.history import COLUMNS, run_history
 from mappa.storage.run import Run
 

@@ -5,8 +5,8 @@ from pathlib import Path
 from mappa.cli import main
 from mappa.config import load_config
 from mappa.core.types import ActionScore
+from mappa.reporting import run_view
 from mappa.stages import output_parts, write_manifest
-from mappa.storage import run_view
 from mappa.storage.frames import scores_to_frame, trajectories_to_frame
 from mappa.storage.run import Run
 from mappa.storage.store import ArtifactStore

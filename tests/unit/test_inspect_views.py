@@ -11,9 +11,9 @@ from mappa.cli import main
 from mappa.config import load_config
 from mappa.core.types import ActionScore, Experience
 from mappa.envs.mathchat import SPEC as MATHCHAT
+from mappa.reporting.coach_separation import coach_separation
 from mappa.stages import output_parts, write_manifest
 from mappa.stages.evaluate import evaluation_summaries, results_frame, write_evaluation_manifest
-from mappa.storage.coach_separation import coach_separation
 from mappa.storage.frames import experiences_to_frame, scores_to_frame, trajectories_to_frame
 from mappa.storage.run import Run
 

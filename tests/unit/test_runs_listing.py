@@ -6,9 +6,9 @@ import pytest
 
 from mappa.cli import main
 from mappa.config import load_config
+from mappa.reporting.run_list import list_runs
 from mappa.stages import output_parts, write_manifest
 from mappa.storage.run import Run
-from mappa.storage.run_list import list_runs
 
 
 def make_run(root, run_id: str, iterations: int = 3) -> Run:

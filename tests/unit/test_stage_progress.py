@@ -1,4 +1,4 @@
-"""A long stage's bar on the terminal (`mappa.stages.progress.terminal_progress`): drawn on a terminal, with
+"""A long stage's bar on the terminal (`mappa.reporting.progress.terminal_progress`): drawn on a terminal, with
 the log's lines printed above it, gone when the stage is done; nothing where the output is not a terminal."""
 
 import io
@@ -7,7 +7,7 @@ import re
 from rich.console import Console
 from rich.theme import Theme
 
-from mappa.stages.progress import StageProgress, terminal_progress
+from mappa.reporting.progress import StageProgress, terminal_progress
 
 
 def _console(terminal: bool) -> tuple[Console, io.StringIO]:

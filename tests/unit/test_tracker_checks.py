@@ -1,10 +1,10 @@
-"""A tracker that could not log stops a run before it starts (`mappa.storage.tracker_sinks.check_trackers`):
+"""A tracker that could not log stops a run before it starts (`mappa.reporting.tracker_sinks.check_trackers`):
 W&B online without a login, MLflow's default store on a remote root; each message names the fix."""
 
 import pytest
 
 from mappa.config import ConfigError, validate_config
-from mappa.storage.tracker_sinks import check_trackers, tracker_id
+from mappa.reporting.tracker_sinks import check_trackers, tracker_id
 
 SEATS = {"solver": {}, "executor": {}, "verifier": {}}
 

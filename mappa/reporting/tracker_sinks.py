@@ -17,7 +17,7 @@ W&B and MLflow sinks stay open for the process (`open_trackers`) and are closed 
 (`close_trackers`, or at exit). Only numbers derived from the artifacts and the config's settings (which
 hold no secret: keys are named by environment variable, never stored) reach a tracker.
 
-Not covered: which scalars (`mappa.stages.trackers`), and logging the same iteration once (the report
+Not covered: which scalars (`mappa.reporting.trackers`), and logging the same iteration once (the report
 stage runs once per iteration).
 """
 

@@ -1,6 +1,6 @@
 """Training curves of a run as a PNG: per iteration and agent, coach scores and trainer metrics.
 
-The curves frame (`COLUMNS`) is the run's history (`mappa.storage.history.run_history`).
+The curves frame (`CURVE_COLUMNS`) is the run's history (`mappa.storage.history.run_history`).
 `plot_curves` draws with matplotlib's Agg canvas on a `Figure` of its own: no pyplot, no global state, no
 display needed. Not covered: smoothing, confidence bands across seeds, or comparing several runs.
 """
@@ -14,9 +14,6 @@ import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-SCORE_STATS = ("actions", "mean_score", "std_score", "min_score", "max_score")
-TRAINER_METRICS = ("kl", "loss", "clip_fraction", "approx_kl", "grad_norm", "tokens_per_s")
-COLUMNS = ("iteration", "agent", *SCORE_STATS, *TRAINER_METRICS, "success_rate")
 # (column, title) of each small multiple; success rate is one line for the team, the others one per agent.
 PANELS = (
     ("mean_score", "mean coach score (bars: ±1 std)"),

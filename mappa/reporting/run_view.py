@@ -1,7 +1,7 @@
 """The read side of a run, for people: per-iteration summaries, per-agent stats and single trajectories.
 
 Works on any store root (local folder or fsspec URL) from the artifacts alone; nothing here needs Ray,
-Prefect, the stages or a model (the import-graph test keeps `mappa.storage` so). Rendering (rich tables)
+Prefect, the stages or a model (the import-graph test keeps `mappa.reporting` so). Rendering (rich tables)
 is the CLI's job; these functions return plain data.
 """
 
@@ -15,7 +15,7 @@ import pandas as pd
 from mappa.storage.frames import action_ids
 from mappa.storage.run import TRAINING, Run
 
-EVALUATE = "evaluate"  # the held-out evaluation's stage (`mappa.stages.evaluate`; storage imports no stage)
+EVALUATE = "evaluate"  # the held-out evaluation's stage (`mappa.stages.evaluate`; reporting imports no stage)
 
 
 TRAINING_SUCCESS = "training success (sampled)"

@@ -21,8 +21,8 @@ import pandas as pd
 
 from mappa.core.auc import auc
 from mappa.core.types import UNSCORED
+from mappa.reporting.run_view import rolled_out_iterations
 from mappa.storage.run import Run
-from mappa.storage.run_view import rolled_out_iterations
 
 POOLED = "all"  # the iteration column of the rows pooled over the run's iterations
 

@@ -1,6 +1,6 @@
 """Experiment trackers: each finished iteration's figures as scalars, for the tools researchers follow RL runs
 in: TensorBoard (on by default: `tensorboard --logdir ROOT/RUN_ID/tensorboard`), W&B and MLflow when the
-config enables them (the sinks: `mappa.storage.tracker_sinks`).
+config enables them (the sinks: `mappa.reporting.tracker_sinks`).
 
 Names follow verl's, with the agent last (`critic/score/mean/solver`, `actor/pg_loss/executor`,
 `actor/kl/verifier`, `response_length/mean/solver`, `timing_s/rollout`, `train/success_rate`,
@@ -28,10 +28,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from mappa.stages.stage import output_parts
+from mappa.reporting.tracker_sinks import TensorBoardSink, open_trackers
 from mappa.storage.frames import action_ids
 from mappa.storage.run import TRAINING, Run
-from mappa.storage.tracker_sinks import TensorBoardSink, open_trackers
 
 TENSORBOARD = "tensorboard"
 SAMPLES_TABLE = "coach/samples"
@@ -62,7 +61,7 @@ def iteration_metrics(run: Run, iteration: int, curves: pd.DataFrame) -> dict[st
         for column, name in names.items():
             scalars[f"{name}/{row['agent']}"] = row[column]
         scalars["train/success_rate"] = row["success_rate"]
-    experiences = run.store.read_parquet(*output_parts(run, iteration, "advantages"))
+    experiences = run.store.read_parquet(*run.output(iteration, "advantages"))
     for agent, frame in experiences.groupby("agent"):
         for column in ("rewards", "returns", "advantages"):
             if column in frame:  # (a run written by hand may lack some)
@@ -109,8 +108,8 @@ def criterion_names(questions: list[str], words: int = 6) -> dict[str, str]:
 def sample_actions(run: Run, iteration: int, rows: int = SAMPLE_ROWS, chars: int = 300) -> list[dict]:
     """A few of the iteration's actions (seeded by the run's seed and the iteration), in rollout order:
     agent, score, parse status, rationale and response, the texts cut to `chars` characters."""
-    scores = run.store.read_parquet(*output_parts(run, iteration, "score"))
-    actions = run.store.read_parquet(*output_parts(run, iteration, "rollout"))
+    scores = run.store.read_parquet(*run.output(iteration, "score"))
+    actions = run.store.read_parquet(*run.output(iteration, "rollout"))
     responses = dict(zip(action_ids(actions), actions["response"]))
     picked = scores.sample(n=min(rows, len(scores)), random_state=run.config.seed + iteration).sort_index()
     return [
