@@ -9,7 +9,7 @@ greedy) and after the last iteration:
     llm       an AI coach, no hand rules: Qwen2.5-Coder-0.5B-Instruct with ground truth, asked one fact per
               question about each action (`coach.template=mathchat-facts`, `coach.scoring=criteria`)
     outcome   outcome only: the trajectory's correctness (10 or 0) given to every action
-    rubric    (optional) the rubric coach's explicit rules with ground truth (`mappa.envs.mathchat_rubric`)
+    rubric    (optional) the rubric coach's explicit rules with ground truth (`mappa.envs.mathchat.rubric`)
     rubric-nogt  (optional) the rubric without ground truth: it judges each action alone
 
 Held-out success is reported strictly (the verifier's `\\boxed{}` answer, as the trainer grades it) and
@@ -143,7 +143,7 @@ def evaluation_sets(args: argparse.Namespace, config) -> tuple[dict[str, list[Pr
     """The held-out sets by name (the first: --eval-data's or the config's split), each a list of problems,
     and with --also-eval the path of one JSONL holding them all (written under --root), which the runs
     evaluate on at once: one greedy pass per checkpoint, split by problem id in the report."""
-    from mappa.envs.math_problems import load_problems, write_jsonl
+    from mappa.envs.mathchat.problems import load_problems, write_jsonl
     from mappa.envs.registry import load_env_problems
 
     primary = load_env_problems(config.env.type, config.env.eval_data)[: config.rollout.eval_problems]

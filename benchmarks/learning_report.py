@@ -1,6 +1,6 @@
 """What `learning.py` reports beyond the lifts: the change per kind of problem, and the issue's targets.
 
-Per kind: each held-out set's problems are labelled by `mappa.envs.math_kinds` (operation: add, subtract,
+Per kind: each held-out set's problems are labelled by `mappa.envs.mathchat.kinds` (operation: add, subtract,
 multiply, two-step, ...; form: expression, phrased, word) and every source's change over the base is
 computed on each operation's and each form's problems apart (`lift_stats.lifts_by_kind`), flexible
 success. A kind whose two-level (seeds x problems) interval lies below 0 is a regression: a lift that
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from mappa.core.lift_stats import lifts_by_kind, met, regressions
 from mappa.core.types import Problem
-from mappa.envs.math_kinds import problem_form, problem_operation
+from mappa.envs.mathchat.kinds import problem_form, problem_operation
 
 LIFT_OVER_BASE = 0.10
 LIFT_OVER_OUTCOME = 0.05

@@ -275,7 +275,7 @@ def install(timeline: Timeline) -> None:
     train_flow.release_workers = _releasing(timeline, train_flow.release_workers)
     for method in STORE_METHODS:
         setattr(ArtifactStore, method, _timed(timeline, "artifact I/O", getattr(ArtifactStore, method)))
-    for module_name in ("mappa.envs.mathchat", "mappa.envs.dsbench"):
+    for module_name in ("mappa.envs.mathchat.team", "mappa.envs.dsbench.team"):
         module = sys.modules.get(module_name) or __import__(module_name, fromlist=["run_programs_async"])
         module.run_programs_async = _timed_async(timeline, "sandbox", module.run_programs_async)
     advantage_stage.compute_experiences = _timed(

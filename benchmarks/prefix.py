@@ -1,7 +1,7 @@
 """Does running a batch's common prompt prefix once pay off? `mappa.inference.prefix` on and off.
 
 What it measures: SmolLM2-135M-Instruct (this machine's precision and thread count) on MathChat seat prompts
-built as the env builds them (each seat's system prompt from `mappa.envs.mathchat.ROLES`, then a training
+built as the env builds them (each seat's system prompt from `mappa.envs.mathchat.team.ROLES`, then a training
 problem, and for the executor and verifier filler standing in for the solver's reasoning and the program,
 to about 150 and 260 tokens like theirs), `--problems` prompts per seat:
 
@@ -69,7 +69,7 @@ def parse_args() -> argparse.Namespace:
 
 def seat_prompts(tokenizer, seat: str, count: int) -> list[str]:
     """`count` chat prompts of `seat`: its system prompt, then a training problem (and filler)."""
-    from mappa.envs.mathchat import ROLES
+    from mappa.envs.mathchat.team import ROLES
 
     rows = [json.loads(line) for line in DATA.read_text().splitlines()[:count]]
     chats = [

@@ -164,7 +164,7 @@ def warm_up_workers(workers: dict[str, Any], params) -> None:
 def run_mappa(agents, pairs, args: argparse.Namespace, repeat: int) -> tuple[Measurement, list[list[str]]]:
     """One timed rollout; returns its measurement and the prompts sent, grouped per agent call."""
     from mappa.config import SandboxConfig
-    from mappa.envs.mathchat import run_mathchat
+    from mappa.envs.mathchat.team import run_mathchat
     from mappa.sandbox import SandboxLimits
 
     box = SandboxConfig()
@@ -195,7 +195,7 @@ def run_mappa(agents, pairs, args: argparse.Namespace, repeat: int) -> tuple[Mea
 def prompt_groups(actions) -> list[list[str]]:
     """The prompts of each agent call, in the order the env issued the calls: MathChat calls each seat once
     per turn over the whole batch, seats in topology order, so (seat, turn) names one call."""
-    from mappa.envs.mathchat import SEATS
+    from mappa.envs.mathchat.team import SEATS
 
     groups: dict[tuple[int, int], list[str]] = {}
     for action in actions:  # trajectory order = the order of each call's batch
@@ -273,7 +273,7 @@ def run_bare(model, tokenizer, groups: list[list[str]], args, params, repeat: in
 def compare(args: argparse.Namespace, model_path: str, ray_dir: str) -> dict[str, Any]:
     import ray
 
-    from mappa.envs.math_problems import load_builtin
+    from mappa.envs.mathchat.problems import load_builtin
     from mappa.inference.engine import SamplingParams
 
     torch.set_num_threads(args.threads)

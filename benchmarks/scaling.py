@@ -170,7 +170,7 @@ def roll_out_mathchat(workers: dict[str, Any], problems, args, params) -> tuple[
     from rollout import build_agents  # benchmarks/rollout.py: the agents as the rollout stage builds them
 
     from mappa.config import SandboxConfig
-    from mappa.envs.mathchat import run_mathchat
+    from mappa.envs.mathchat.team import run_mathchat
     from mappa.sandbox import SandboxLimits
 
     box = SandboxConfig()
@@ -258,7 +258,7 @@ def run_sweeps(args, model_path: str, ray_dir: str) -> tuple[list[dict], dict[st
     import ray
     from rollout import warm_up_workers
 
-    from mappa.envs.math_problems import load_builtin
+    from mappa.envs.mathchat.problems import load_builtin
     from mappa.inference.engine import SamplingParams
     from mappa.stages.rollout import select_problems
 

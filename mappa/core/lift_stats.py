@@ -23,7 +23,7 @@ the first and a regression flagged on the second: both choices err against a cla
 per seed, the problems the base got wrong and the trained team right, and the other way round.
 
 Per kind (`lifts_by_kind`): the same figures on the problems of each kind (MathChat: the operation and the
-form, `mappa.envs.math_kinds`); a kind whose two-level interval lies below 0 is a regression.
+form, `mappa.envs.mathchat.kinds`); a kind whose two-level interval lies below 0 is a regression.
 
 Not covered: multiple-comparison corrections over kinds.
 """

@@ -1,1 +1,3 @@
-"""Envs: multi-agent topologies (MathChat), their data sets, grading, and the rollout stage."""
+"""Envs: the plug-in contract an env is written to (`spec.py`, found by `registry.py`) and what every env may
+use (`feedback.py`, `corruption.py`, `overlap.py`, `outcome_summary.py`). The built-in envs are packages
+beside it, written as a user's plug-in is: `mathchat/` and `dsbench/`."""

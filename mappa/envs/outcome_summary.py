@@ -1,5 +1,5 @@
 """Per-task-kind figures of a batch of trajectories (DSBench: regression vs classification; MathChat: the
-operation and form of the problem, `mappa.envs.math_kinds`).
+operation and form of the problem, `mappa.envs.mathchat.kinds`).
 
 The MAPPA paper saw the coach favour one kind of task and the agents exploit it, so a run reports success,
 the relative ("fair") score where the env has one, and each metric separately per kind, in the rollout and

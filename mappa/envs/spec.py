@@ -1,6 +1,6 @@
 """The plug-in contract of an env: one `EnvSpec` declares everything mappa needs from a multi-agent team.
 
-An env module (the built-ins `mappa.envs.mathchat` and `mappa.envs.dsbench`, or a user's package) builds one
+An env package (mappa's own `mappa.envs.mathchat` and `mappa.envs.dsbench`, or a user's) builds one
 `EnvSpec`; `mappa.envs.registry` finds it by the config's `env.type`. Nothing outside the env's own modules
 names a particular env: the config validates `env:` with the spec's section model, the coach gets its
 default template and rubric from the spec, and an evaluation writes the spec's own result columns.
@@ -53,8 +53,8 @@ class EnvSection(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     type: str
-    """The env: a built-in (`mathchat`, `dsbench`), a name an installed package registers (entry-point
-    group `mappa.envs`), or an import path `package.module:NAME` of an `EnvSpec`."""
+    """The env: a name an installed package registers in the entry-point group `mappa.envs` (mappa's own:
+    `mathchat`, `dsbench`), or an import path `package.module:NAME` of an `EnvSpec`."""
     train_data: str = "builtin:train"
     """Problems to train on (what the env's loader reads)."""
     eval_data: str = "builtin:eval"

@@ -25,7 +25,7 @@ RESULT_COLUMNS = [
     "correct_boxed",
     "flexible_answer",
     "correct_flexible",
-    "kind",  # the problem's operation and form (mappa.envs.math_kinds)
+    "kind",  # the problem's operation and form (mappa.envs.mathchat.kinds)
     "trajectory_id",
     "actions",
     "seconds",

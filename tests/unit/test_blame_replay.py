@@ -10,8 +10,9 @@ from mappa.agents.agent import Agent
 from mappa.blame.replay import CoalescingChat, forced_scripts, replay, upstream_changed
 from mappa.core.types import Problem
 from mappa.envs.corruption import GENERIC, corruptions_for
-from mappa.envs.mathchat import ROLES, SPEC, MathChatEnvConfig
-from mappa.envs.mathchat_corruptions import CORRUPTIONS, wrong_number
+from mappa.envs.mathchat import SPEC
+from mappa.envs.mathchat.corruptions import CORRUPTIONS, wrong_number
+from mappa.envs.mathchat.team import ROLES, MathChatEnvConfig
 from mappa.inference.engine import SamplingParams
 from mappa.sandbox import SandboxLimits
 

@@ -5,7 +5,7 @@ import pandas as pd
 
 from mappa.agents.tool_calls import extract_python_block
 from mappa.core.types import Action, Problem, Trajectory
-from mappa.envs.dsbench_corruptions import CORRUPTIONS
+from mappa.envs.dsbench.corruptions import CORRUPTIONS
 from mappa.sandbox import SandboxLimits, run_python
 
 LIMITS = SandboxLimits(timeout_s=60, memory_mb=2048)  # pandas imports slowly on a busy machine

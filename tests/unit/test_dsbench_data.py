@@ -1,4 +1,4 @@
-"""Tests for mappa.envs.dsbench_data on a tiny fake DSBench data_modeling folder built in tmp_path.
+"""Tests for mappa.envs.dsbench.published on a tiny fake DSBench data_modeling folder built in tmp_path.
 
 The fake folder lists two competitions: `toy-rent` is complete (RMSE eval script, GT 0.5, baseline 2.0) and
 `toy-broken` lacks its answers file. Its eval script compares rows by position, as DSBench's scripts do.
@@ -14,13 +14,14 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from mappa.envs.dsbench_data import (
+from mappa.envs.dsbench.grading import grade_submission
+from mappa.envs.dsbench.published import (
     dsbench_reference,
     higher_is_better,
     load_dsbench_tasks,
     score_with_script,
 )
-from mappa.envs.tabular_builtin import (
+from mappa.envs.dsbench.task_sets import (
     hidden_labels,
     load_task_problems,
     paths_to_hide,
@@ -28,7 +29,6 @@ from mappa.envs.tabular_builtin import (
     task_to_problem,
     write_workspace,
 )
-from mappa.envs.tabular_grading import grade_submission
 
 RMSE_SCRIPT = textwrap.dedent(
     """
@@ -84,7 +84,7 @@ def root(tmp_path: Path) -> Path:
 
 
 def test_loads_the_complete_competition_and_skips_the_other(root: Path, caplog) -> None:
-    with caplog.at_level(logging.INFO, logger="mappa.envs.dsbench_data"):
+    with caplog.at_level(logging.INFO, logger="mappa.envs.dsbench.published"):
         tasks = load_dsbench_tasks(root)
     assert [t.name for t in tasks] == ["toy-rent"]
     task = tasks[0]
@@ -136,7 +136,7 @@ def test_score_with_script_and_published_figures(root: Path, tmp_path: Path, cap
     assert score_with_script(task, off_by_two) == pytest.approx(2.0)
     assert dsbench_reference(task) == (2.0, 0.5) and higher_is_better(task) is False
     _put(root, "evaluation/toy-rent_eval.py", "raise SystemExit('boom')\n")
-    with caplog.at_level(logging.WARNING, logger="mappa.envs.dsbench_data"):
+    with caplog.at_level(logging.WARNING, logger="mappa.envs.dsbench.published"):
         assert score_with_script(task, perfect) is None
     assert "boom" in caplog.text
     nan_script = RMSE_SCRIPT.replace("f.write(str(performance))", "f.write('nan')")

@@ -11,14 +11,14 @@ from scripted_chat import scripted
 from mappa.agents.agent import Agent
 from mappa.coach.prompt import build_requests
 from mappa.coach.rubric import RubricCoach
-from mappa.envs.dsbench import ROLES, SEATS, metrics_reference, run_dsbench
-from mappa.envs.tabular_builtin import (
+from mappa.envs.dsbench.task_sets import (
     builtin_tasks,
     hidden_labels,
     paths_to_hide,
     task_to_problem,
     write_workspace,
 )
+from mappa.envs.dsbench.team import ROLES, SEATS, metrics_reference, run_dsbench
 from mappa.inference.engine import SamplingParams
 from mappa.sandbox import SandboxLimits, bwrap_available
 

@@ -1,5 +1,6 @@
-"""Finding envs by `env.type` (`mappa.envs.registry`): built-ins, plug-ins registered by installed packages
-(entry-point group `mappa.envs`), import paths, and the one-line errors of a misspelt or broken one.
+"""Finding envs by `env.type` (`mappa.envs.registry`): plug-ins registered by installed packages (entry-point
+group `mappa.envs`; mappa's own envs are registered so too), import paths, and the one-line errors of a
+misspelt or broken one, or of a mappa whose own entry points are missing.
 
 A plug-in here is a real installed distribution: a `*.dist-info` folder with `entry_points.txt` on
 `sys.path`, which is what pip writes and what `importlib.metadata` reads."""
@@ -10,7 +11,14 @@ import textwrap
 import pytest
 
 from mappa.config import ConfigError, load_config
-from mappa.envs.registry import EnvNotFound, EnvPluginError, get_env_spec, registered_envs
+from mappa.envs import registry
+from mappa.envs.registry import (
+    EnvNotFound,
+    EnvPluginError,
+    get_env_spec,
+    registered_envs,
+    registering_package,
+)
 
 SEATS_YAML = ["agents.coder.model=smollm2", "agents.reviewer.model=smollm2"]
 
@@ -51,7 +59,7 @@ GOOD_ENV = """
 """
 
 
-def test_builtins_and_installed_plugins_are_found_by_name(installed):
+def test_mappa_envs_and_installed_plugins_are_found_by_name(installed):
     installed("echo-team", "echo_team", GOOD_ENV, {"echo": "echo_team:SPEC"})
     assert {"mathchat", "dsbench", "echo"} <= set(registered_envs())
     assert get_env_spec("mathchat").seats == ("solver", "executor", "verifier")
@@ -62,6 +70,28 @@ def test_builtins_and_installed_plugins_are_found_by_name(installed):
     assert type(config.env).__name__ == "EchoConfig" and config.env.rounds == 3
     with pytest.raises(ConfigError, match=r"env\.roundz: Extra inputs"):
         load_config(None, ["env.type=echo", "env.roundz=3", "coach.type=outcome", *SEATS_YAML])
+
+
+def test_mappa_registers_its_own_envs_through_the_entry_point_group():
+    registered = registered_envs()
+    assert registered["mathchat"] == "mappa.envs.mathchat:SPEC"
+    assert registered["dsbench"] == "mappa.envs.dsbench:SPEC"
+    assert registering_package("mathchat") == registering_package("dsbench") == "mappa"
+    assert get_env_spec("dsbench").seats == ("data_engineer", "modeler", "analyst")
+
+
+def test_a_mappa_without_its_entry_points_says_to_install_it(monkeypatch):
+    """A source tree on PYTHONPATH but not installed (or installed before its envs became entry points)."""
+    monkeypatch.setattr(registry, "entry_points", lambda **selection: ())
+    get_env_spec.cache_clear()
+    try:
+        with pytest.raises(EnvNotFound) as caught:
+            get_env_spec("mathchat")
+    finally:
+        get_env_spec.cache_clear()
+    message = str(caught.value)
+    assert "'mathchat'" in message and "pip install -e ." in message and "scripts/setup.sh" in message
+    assert "\n" not in message
 
 
 def test_an_import_path_needs_no_registration(installed):

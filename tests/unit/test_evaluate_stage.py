@@ -28,7 +28,7 @@ def test_one_results_row_per_problem(trajectory):
             "correct_boxed": False,  # the fixture's last reply holds no \boxed{} (its final answer is set)
             "flexible_answer": "4",
             "correct_flexible": True,
-            "kind": "add/expression",  # the problem's operation and form (mappa.envs.math_kinds)
+            "kind": "add/expression",  # the problem's operation and form (mappa.envs.mathchat.kinds)
             "trajectory_id": "t1",
             "actions": 4,
             "seconds": pytest.approx(0.25),  # generation 0 s + two sandbox runs (0.05 s, 0.2 s)
@@ -64,7 +64,7 @@ def test_a_missing_run_is_named(tmp_path, capsys):
 def test_each_seat_is_checked_for_its_part_and_summed_over_evaluations(trajectory, tmp_path, capsys):
     """MathChat's seat checks (the solver states the reference, the last program printed it, the final
     answer is right) become `seat_*` columns, the manifest's `by_seat` and `mappa inspect --evaluations`."""
-    from mappa.envs.mathchat import seat_checks
+    from mappa.envs.mathchat.team import seat_checks
     from mappa.stages.evaluate import write_evaluation_manifest
 
     assert seat_checks(trajectory) == {

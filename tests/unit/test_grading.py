@@ -1,4 +1,5 @@
-"""Tests for mappa.envs.grading: boxed-answer extraction and answer grading (also off the main thread)."""
+"""Tests for mappa.envs.mathchat.grading: boxed-answer extraction and answer grading (also off the main
+thread)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from mappa.envs.grading import extract_boxed, extract_flexible, grade_answer, normalize_answer
+from mappa.envs.mathchat.grading import extract_boxed, extract_flexible, grade_answer, normalize_answer
 
 
 @pytest.mark.parametrize(

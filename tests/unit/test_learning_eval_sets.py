@@ -11,7 +11,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 from learning import check_models, common_overrides  # noqa: E402
 
-from mappa.envs.math_problems import load_problems  # noqa: E402
+from mappa.envs.mathchat.problems import load_problems  # noqa: E402
 
 CONFIG = Path(__file__).resolve().parents[2] / "configs" / "mathchat-cpu-learn.yaml"
 

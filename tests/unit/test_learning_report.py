@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from mappa.core.types import Problem
-from mappa.envs.math_kinds import problem_kind
+from mappa.envs.mathchat.kinds import problem_kind
 from mappa.envs.overlap import find_overlap
 from mappa.envs.registry import load_env_problems
 

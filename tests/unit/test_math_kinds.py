@@ -1,9 +1,9 @@
-"""The kind of a math problem (`mappa.envs.math_kinds`): meta first, else the numbers and the wording."""
+"""The kind of a math problem (`mappa.envs.mathchat.kinds`): meta first, else the numbers and the wording."""
 
 import pytest
 
 from mappa.core.types import Problem
-from mappa.envs.math_kinds import problem_kind
+from mappa.envs.mathchat.kinds import problem_kind
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,5 @@
-"""The difficulty dial (`mappa.envs.math_levels`): disjoint splits, exact answers, determinism, loading."""
+"""The difficulty dial (`mappa.envs.mathchat.levels`): disjoint splits, exact answers, determinism,
+loading."""
 
 from __future__ import annotations
 
@@ -7,8 +8,8 @@ from fractions import Fraction
 
 import pytest
 
-from mappa.envs.math_levels import LEVEL1_TEMPLATES, generate_level, load_builtin_source
-from mappa.envs.math_problems import load_builtin
+from mappa.envs.mathchat.levels import LEVEL1_TEMPLATES, generate_level, load_builtin_source
+from mappa.envs.mathchat.problems import load_builtin
 
 NUMBER = re.compile(r"\d+")
 
@@ -60,7 +61,7 @@ def test_level3_is_the_shipped_mix_and_bad_sources_name_the_forms():
 
 
 def test_the_heldout_set_is_disjoint_from_training_by_problem_and_by_template_family():
-    from mappa.envs.math_heldout import SIZE
+    from mappa.envs.mathchat.heldout import SIZE
     from mappa.envs.overlap import overlap_report
 
     heldout = load_builtin_source("builtin:heldout-level1")
@@ -90,7 +91,7 @@ def test_the_mixed_training_split_adds_eight_families_to_level_one():
 
 
 def test_the_wide_training_split_adds_twelve_story_families_most_of_them_subtractions():
-    from mappa.envs.math_train_variety import STORIES
+    from mappa.envs.mathchat.variety import STORIES
 
     wide = load_builtin_source("builtin:train-level1-wide")
     mix = load_builtin_source("builtin:train-level1-mix")

@@ -1,4 +1,4 @@
-"""Tests for mappa.envs.math_problems: the CPU-sized problem generator, the shipped files and the loaders.
+"""Tests for mappa.envs.mathchat.problems: the CPU-sized problem generator, the shipped files and the loaders.
 
 Answers are checked against independent computations: arithmetic by evaluating the question's expression
 with a small exact evaluator, word problems by a formula per template applied to the problem's params.
@@ -19,8 +19,8 @@ import pandas as pd
 import pytest
 
 from mappa.core.types import Problem
-from mappa.envs.grading import grade_answer
-from mappa.envs.math_problems import (
+from mappa.envs.mathchat.grading import grade_answer
+from mappa.envs.mathchat.problems import (
     WORD_TEMPLATES,
     generate_problems,
     load_builtin,

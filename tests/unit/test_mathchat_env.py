@@ -7,7 +7,7 @@ from scripted_chat import scripted
 
 from mappa.agents.agent import Agent
 from mappa.core.types import Problem
-from mappa.envs.mathchat import ROLES, run_mathchat
+from mappa.envs.mathchat.team import ROLES, run_mathchat
 from mappa.inference.engine import Generation, SamplingParams
 from mappa.sandbox import SandboxLimits
 

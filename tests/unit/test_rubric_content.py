@@ -8,8 +8,9 @@ import asyncio
 import pytest
 from test_coach import ROLES, _ran, _trajectory
 
-from mappa.coach import RubricCoach, build_requests
-from mappa.envs.mathchat_rubric import is_placeholder
+from mappa.coach.prompt import build_requests
+from mappa.coach.rubric import RubricCoach
+from mappa.envs.mathchat.rubric import is_placeholder
 
 
 def _verdicts(trajectory, use_ground_truth: bool) -> list[tuple[str, float]]:

@@ -1,4 +1,4 @@
-"""Tests for mappa.envs.tabular_builtin: the builtin task set, its workspaces, problems and hidden paths.
+"""Tests for mappa.envs.dsbench.task_sets: the builtin task set, its workspaces, problems and hidden paths.
 
 Sizes are hand-checked against the sklearn data sets (iris 150 rows, diabetes 442, wine 178, breast cancer
 569, digits 1797) and the 75/25 split.
@@ -13,8 +13,8 @@ import pandas as pd
 import pytest
 
 from mappa.core.types import Problem
-from mappa.envs import tabular_builtin
-from mappa.envs.tabular_builtin import (
+from mappa.envs.dsbench import task_sets
+from mappa.envs.dsbench.task_sets import (
     METRICS,
     PUBLIC_FILES,
     builtin_tasks,
@@ -63,7 +63,7 @@ def test_split_sizes_and_ids(name: str, rows: tuple[int, int]) -> None:
 def test_builtin_frames_are_deterministic(tmp_path: Path) -> None:
     task = BY_NAME["diabetes-progression"]
     first = write_workspace(task, tmp_path / "a")
-    tabular_builtin._build.cache_clear()  # rebuild from sklearn's files, not from the cache
+    task_sets._build.cache_clear()  # rebuild from sklearn's files, not from the cache
     write_workspace(task, tmp_path / "b")
     for name in first:
         assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()

@@ -1,4 +1,4 @@
-"""Tests for mappa.envs.tabular_grading: metrics on hand-computed arrays, submission checks and fair scores.
+"""Tests for mappa.envs.dsbench.grading: metrics on hand-computed arrays, submission checks and fair scores.
 
 Grading tests use the small iris tasks (and breast cancer for roc_auc), so the reference model is cheap.
 """
@@ -13,13 +13,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from mappa.envs.tabular_builtin import builtin_tasks, hidden_labels, public_frames
-from mappa.envs.tabular_grading import (
+from mappa.envs.dsbench.grading import (
     compute_metric,
     grade_submission,
     reference_scores,
     relative_performance,
 )
+from mappa.envs.dsbench.task_sets import builtin_tasks, hidden_labels, public_frames
 
 TASKS = {task.name: task for task in builtin_tasks("train") + builtin_tasks("eval")}
 SPECIES = TASKS["iris-species"]  # accuracy

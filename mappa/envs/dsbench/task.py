@@ -1,7 +1,7 @@
 """What a tabular modelling task is (`TabularTask`), its kinds, metrics and public file names.
 
-Built-in tasks come from `mappa.envs.tabular_builtin`, DSBench ones from `mappa.envs.dsbench_data`; both
-make these.
+Built-in tasks come from `mappa.envs.dsbench.task_sets`, DSBench ones from `mappa.envs.dsbench.published`;
+both make these.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ level 3  today's mix (`builtin:train` / `builtin:eval`): expressions of 2-4 oper
          1-4 steps ("(17 + 25) * 3 - 48 / 4")
 
 Each level has a train split (256 problems) and an eval split (64), generated here deterministically (the
-same on every machine); level 3 is the shipped files. As in `mappa.envs.math_problems`, a stable hash of a
+same on every machine); level 3 is the shipped files. As in `mappa.envs.mathchat.problems`, a stable hash of a
 problem's signature (template and numbers) puts it in exactly one split, so train and eval never share a
 problem. meta holds `level`, `kind`, `template`, `difficulty` (steps) and `params`.
 
@@ -22,10 +22,17 @@ from collections.abc import Callable
 from fractions import Fraction
 
 from mappa.core.types import Problem
-from mappa.envs import math_problems
-from mappa.envs.math_heldout import generate_heldout
-from mappa.envs.math_problems import WORD_TEMPLATES, Draft, Reject, format_answer, split_of
-from mappa.envs.math_train_variety import generate_stories, generate_variety
+from mappa.envs.mathchat.heldout import generate_heldout
+from mappa.envs.mathchat.problems import (
+    SPLITS,
+    WORD_TEMPLATES,
+    Draft,
+    Reject,
+    format_answer,
+    load_builtin,
+    split_of,
+)
+from mappa.envs.mathchat.variety import generate_stories, generate_variety
 
 LEVELS = (1, 2, 3)
 SIZES = {"train": 256, "eval": 64}
@@ -163,12 +170,12 @@ def generate_level(level: int, split: str, n: int | None = None, seed: int = 0) 
 
 def load_builtin_source(source: str) -> list[Problem]:
     """The problems of `builtin:<split>` (level 3, the shipped files), `builtin:<split>-level<N>`,
-    `builtin:heldout-level1` (other phrasings: `mappa.envs.math_heldout`), `builtin:train-level1-mix`
-    (the level-1 training split and eight more families: `mappa.envs.math_train_variety`) or
+    `builtin:heldout-level1` (other phrasings: `mappa.envs.mathchat.heldout`), `builtin:train-level1-mix`
+    (the level-1 training split and eight more families: `mappa.envs.mathchat.variety`) or
     `builtin:train-level1-wide` (the mix and twelve story families, most of them subtractions)."""
     name = source.removeprefix("builtin:")
-    if name in math_problems.SPLITS:
-        return math_problems.load_builtin(name)
+    if name in SPLITS:
+        return load_builtin(name)
     if name == "heldout-level1":
         return generate_heldout()
     if name == "train-level1-mix":
@@ -187,4 +194,4 @@ def load_builtin_source(source: str) -> list[Problem]:
         )
         raise ValueError(f"unknown built-in problem set {source!r}; use builtin:train, builtin:eval, {forms}")
     split, level = match.group(1), int(match.group(2))
-    return math_problems.load_builtin(split) if level == 3 else generate_level(level, split)
+    return load_builtin(split) if level == 3 else generate_level(level, split)

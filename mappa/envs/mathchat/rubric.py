@@ -55,7 +55,7 @@ import re
 from fractions import Fraction
 
 from mappa.core.types import Action, Trajectory
-from mappa.envs.grading import extract_flexible
+from mappa.envs.mathchat.grading import extract_flexible
 from mappa.envs.spec import Verdict
 
 # --- answers in text ---------------------------------------------------------------------------------

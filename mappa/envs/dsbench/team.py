@@ -8,7 +8,7 @@ agent sees its output and the files present. An agent stops early once its files
 succeeded. A downstream agent acts even when an upstream one failed: it sees the missing files, and the coach
 must blame the upstream agent, not the one that reports it (`templates/dsbench.txt`, `rubric_dsbench`).
 
-The submission is graded against hidden test labels with the task's metric (`mappa.envs.tabular_grading`);
+The submission is graded against hidden test labels with the task's metric (`mappa.envs.dsbench.grading`);
 success means a valid submission. Hidden labels never enter a workspace or a prompt, and the paths that hold
 them are covered inside the sandbox (bubblewrap only; see `mappa.sandbox.runner`). The coach sees the
 computed metrics for the Analyst's actions only, and only with `coach.use_ground_truth`.
@@ -31,11 +31,18 @@ from pydantic import Field
 from mappa.agents.agent import Agent, Reply
 from mappa.agents.tool_calls import extract_python_block
 from mappa.core.types import Action, Problem, ToolResult, Trajectory
+from mappa.envs.dsbench.corruptions import CORRUPTIONS
+from mappa.envs.dsbench.grading import grade_submission
+from mappa.envs.dsbench.rubric import RULES
+from mappa.envs.dsbench.task import OUTPUTS
+from mappa.envs.dsbench.task_sets import (
+    load_task_problems,
+    paths_to_hide,
+    problem_to_task,
+    write_workspace,
+)
 from mappa.envs.feedback import clip, describe_result
-from mappa.envs.spec import EnvSection, EnvSpec, SeatRule
-from mappa.envs.tabular_builtin import load_task_problems, paths_to_hide, problem_to_task, write_workspace
-from mappa.envs.tabular_grading import grade_submission
-from mappa.envs.tabular_task import OUTPUTS
+from mappa.envs.spec import EnvSection, EnvSpec
 from mappa.sandbox import SandboxLimits, run_programs_async
 
 SEATS = ("data_engineer", "modeler", "analyst")
@@ -247,18 +254,6 @@ def graded_figures(trajectory: Trajectory) -> dict[str, Any]:
     }
 
 
-def _corruptions():
-    from mappa.envs.dsbench_corruptions import CORRUPTIONS
-
-    return CORRUPTIONS
-
-
-def _rubric() -> dict[str, SeatRule]:
-    from mappa.envs.dsbench_rubric import RULES
-
-    return RULES
-
-
 SPEC = EnvSpec(
     type="dsbench",
     seats=SEATS,
@@ -268,7 +263,7 @@ SPEC = EnvSpec(
     config=DSBenchEnvConfig,
     coach_reference=metrics_reference,
     coach_template="dsbench",
-    rubric=_rubric,
+    rubric=lambda: RULES,
     result_columns=graded_figures,
-    corruptions=_corruptions,
+    corruptions=lambda: CORRUPTIONS,
 )

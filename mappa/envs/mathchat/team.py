@@ -23,11 +23,13 @@ from mappa.agents.agent import Agent, Reply
 from mappa.agents.tool_calls import extract_python_block
 from mappa.core.types import Action, Problem, ToolResult, Trajectory
 from mappa.envs.feedback import clip, describe_result
-from mappa.envs.grading import extract_boxed, extract_flexible, grade_answer
-from mappa.envs.math_kinds import problem_kind
-from mappa.envs.math_levels import load_builtin_source
-from mappa.envs.math_problems import load_problems
-from mappa.envs.spec import EnvSection, EnvSpec, SeatRule
+from mappa.envs.mathchat.corruptions import CORRUPTIONS
+from mappa.envs.mathchat.grading import extract_boxed, extract_flexible, grade_answer
+from mappa.envs.mathchat.kinds import problem_kind
+from mappa.envs.mathchat.levels import load_builtin_source
+from mappa.envs.mathchat.problems import load_problems
+from mappa.envs.mathchat.rubric import RULES
+from mappa.envs.spec import EnvSection, EnvSpec
 from mappa.sandbox import SandboxLimits, run_programs_async
 
 SEATS = ("solver", "executor", "verifier")
@@ -197,7 +199,7 @@ async def _run(problems, agents, limits, env) -> list[Trajectory]:
 def result_columns(trajectory: Trajectory) -> dict[str, Any]:
     """An evaluation's answer columns: `correct_boxed` the strict grading (the verifier's last `\\boxed{}`),
     `correct_flexible` the lenient one (the env's answer, else the reply's last number; as lm-eval's GSM8K
-    "flexible-extract"); `kind`, the problem's operation and form (`mappa.envs.math_kinds`)."""
+    "flexible-extract"); `kind`, the problem's operation and form (`mappa.envs.mathchat.kinds`)."""
     stated = trajectory.actions[-1].response if trajectory.actions else ""
     reference = trajectory.problem.answer
     flexible = trajectory.final_answer or extract_flexible(stated)
@@ -207,18 +209,6 @@ def result_columns(trajectory: Trajectory) -> dict[str, Any]:
         "correct_flexible": flexible is not None and grade_answer(flexible, reference),
         "kind": problem_kind(trajectory.problem),
     }
-
-
-def _corruptions():
-    from mappa.envs.mathchat_corruptions import CORRUPTIONS
-
-    return CORRUPTIONS
-
-
-def _rubric() -> dict[str, SeatRule]:
-    from mappa.envs.mathchat_rubric import RULES
-
-    return RULES
 
 
 # The executor's turn ends with its program's closing fence: what a small model writes after it is noise
@@ -232,9 +222,9 @@ SPEC = EnvSpec(
     load_problems=_load_problems,
     config=MathChatEnvConfig,
     coach_template="mathchat",
-    rubric=_rubric,
+    rubric=lambda: RULES,
     result_columns=result_columns,
     seat_checks=seat_checks,
     stops=STOPS,
-    corruptions=_corruptions,
+    corruptions=lambda: CORRUPTIONS,
 )

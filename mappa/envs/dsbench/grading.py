@@ -17,10 +17,11 @@ baseline. It is not capped at 1: beating the reference gives more than 1.
 
 DSBench tasks (metric "dsbench-script") are checked against sample_submission.csv's columns and the answer
 file's ids, reordered like the answer file, and scored by the competition's own script
-(`mappa.envs.dsbench_data`); their baseline and reference are the figures DSBench published.
+(`mappa.envs.dsbench.published`); their baseline and reference are the figures DSBench published.
 
-What this module does not do: protect the labels from the agents (see `tabular_builtin.paths_to_hide`),
-judge the agents' code or their other files (X_train.pkl, model.pkl...), or time anything.
+What this module does not do: protect the labels from the agents (see
+`mappa.envs.dsbench.task_sets.paths_to_hide`), judge the agents' code or their other files (X_train.pkl,
+model.pkl...), or time anything.
 """
 
 from __future__ import annotations
@@ -43,8 +44,8 @@ from sklearn.metrics import f1_score, roc_auc_score
 from sklearn.pipeline import Pipeline, make_pipeline
 from sklearn.preprocessing import OneHotEncoder
 
-from mappa.envs import dsbench_data
-from mappa.envs.tabular_builtin import METRICS, TabularTask, hidden_labels, public_frames, task_classes
+from mappa.envs.dsbench.published import dsbench_reference, higher_is_better, read_answers, run_eval_script
+from mappa.envs.dsbench.task_sets import METRICS, TabularTask, hidden_labels, public_frames, task_classes
 
 _REFERENCE_TREES = 200
 
@@ -162,10 +163,10 @@ def _reference_predictions(task: TabularTask, train: pd.DataFrame, test: pd.Data
 def reference_scores(task: TabularTask) -> tuple[float | None, float | None]:
     """(baseline, reference) on the test rows, computed once per process; see the module doc.
 
-    For a DSBench task, the published figures (`dsbench_data.dsbench_reference`), None where absent.
+    For a DSBench task, the published figures (`dsbench_reference`), None where absent.
     """
     if task.metric == "dsbench-script":
-        return dsbench_data.dsbench_reference(task)
+        return dsbench_reference(task)
     train, test = public_frames(task)
     target = task.target_columns[0]
     truth = hidden_labels(task).set_index(task.id_column)[target].reindex(test[task.id_column])
@@ -284,8 +285,8 @@ def _dsbench_problem(task: TabularTask, frame: pd.DataFrame, ids: pd.Index | Non
 
 
 def _grade_dsbench(task: TabularTask, submission: Path) -> SubmissionGrade:
-    higher = dsbench_data.higher_is_better(task)
-    answers = dsbench_data.read_answers(task)
+    higher = higher_is_better(task)
+    answers = read_answers(task)
     ids = pd.Index(answers[task.id_column].map(_label)) if task.id_column in answers else None
     frame, problem = _read_submission(submission)
     if problem := problem or _dsbench_problem(task, frame, ids, len(answers)):
@@ -293,10 +294,10 @@ def _grade_dsbench(task: TabularTask, submission: Path) -> SubmissionGrade:
     with tempfile.TemporaryDirectory(prefix="dsbench-submission-") as folder:
         ordered = Path(folder) / "submission.csv"  # the scripts compare rows by position
         (frame if ids is None else _aligned(frame, task.id_column, ids)).to_csv(ordered, index=False)
-        value, why = dsbench_data.run_eval_script(task, ordered)
+        value, why = run_eval_script(task, ordered)
     if value is None:
         return _invalid(task.metric, f"the competition's scoring script could not score it: {why}", higher)
-    baseline, reference = dsbench_data.dsbench_reference(task)
+    baseline, reference = dsbench_reference(task)
     fair = relative_performance(value, baseline, reference)
     return SubmissionGrade(True, None, task.metric, value, baseline, reference, fair, higher)
 

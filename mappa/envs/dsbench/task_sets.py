@@ -2,7 +2,7 @@
 
 A `TabularTask` is one Kaggle-style problem: a workspace holding train.csv, test.csv and
 sample_submission.csv, a target to predict for the test rows and a metric. The agents read the task's
-`description`; the hidden test labels stay with the grader (`mappa.envs.tabular_grading`).
+`description`; the hidden test labels stay with the grader (`mappa.envs.dsbench.grading`).
 
 Two sources of tasks:
 - builtin (`builtin_tasks`): nine tasks made from the data sets that ship inside scikit-learn (diabetes,
@@ -11,14 +11,14 @@ Two sources of tasks:
   natural, about 4% missing values in two or three feature columns, an integer `id` column (a shuffled
   permutation, unique across train and test) and a 75/25 split (stratified for classification). Every
   step uses a fixed seed per task, so the same call gives identical frames on every machine.
-- DSBench (`mappa.envs.dsbench_data`): the data-modelling competitions of DSBench (Jing et al. 2024,
+- DSBench (`mappa.envs.dsbench.published`): the data-modelling competitions of DSBench (Jing et al. 2024,
   arXiv:2409.07703) as their authors lay them out on disk.
 
 Labels never go into a `Problem` or a description. `paths_to_hide` names what an agent sandbox must not
 read because it holds labels: the copies of the builtin data sets installed with scikit-learn and SciPy
 (found by searching the venv for the data sets' label names), DSBench's answers and scoring folders.
 
-What this module does not do: grade submissions (`mappa.envs.tabular_grading`), run the agents, find
+What this module does not do: grade submissions (`mappa.envs.dsbench.grading`), run the agents, find
 copies of the data sets that other packages may install later, or stop a model from having memorised these
 famous public data sets.
 """
@@ -39,8 +39,8 @@ from sklearn import datasets
 from sklearn.model_selection import train_test_split
 
 from mappa.core.types import Problem
-from mappa.envs.dsbench_data import load_dsbench_tasks, read_answers, resplit_folder
-from mappa.envs.tabular_task import METRICS, PUBLIC_FILES, Kind, TabularTask
+from mappa.envs.dsbench.published import load_dsbench_tasks, read_answers, resplit_folder
+from mappa.envs.dsbench.task import METRICS, PUBLIC_FILES, Kind, TabularTask
 
 SPLITS = ("train", "eval")
 _MISSING_SHARE = 0.04  # share of rows whose value is blanked in each column of a spec's `missing`
@@ -83,36 +83,38 @@ def _wine() -> pd.DataFrame:
 
 
 def _wine_alcohol() -> pd.DataFrame:
-    frame = _wine()
-    frame["alcohol"] = frame.pop("alcohol")  # the target goes last
-    return frame
+    return _target_last(_wine(), "alcohol")
 
 
 def _iris() -> pd.DataFrame:
-    bunch = datasets.load_iris(as_frame=True)
-    frame = bunch.frame.rename(columns=_snake)
-    frame["species"] = frame.pop("target").map(lambda k: str(bunch.target_names[k]))
-    return frame
+    return _classes_named(datasets.load_iris(as_frame=True), "species")
 
 
 def _iris_petal_width() -> pd.DataFrame:
-    frame = _iris()
-    frame["petal_width_cm"] = frame.pop("petal_width_cm")
-    return frame
+    return _target_last(_iris(), "petal_width_cm")
 
 
 def _breast_cancer() -> pd.DataFrame:
-    bunch = datasets.load_breast_cancer(as_frame=True)
-    frame = bunch.frame.rename(columns=_snake)
-    frame["diagnosis"] = frame.pop("target").map(lambda k: str(bunch.target_names[k]))
-    return frame
+    return _classes_named(datasets.load_breast_cancer(as_frame=True), "diagnosis")
 
 
 def _breast_cancer_area() -> pd.DataFrame:
     frame = _breast_cancer()
     size = [c for c in frame if re.search("radius|perimeter|area", c) and c != "mean_area"]
     frame = frame.drop(columns=size)  # radius and perimeter would give the area by a formula
-    frame["mean_area"] = frame.pop("mean_area")
+    return _target_last(frame, "mean_area")
+
+
+def _classes_named(bunch, column: str) -> pd.DataFrame:
+    """A scikit-learn data set's frame with snake_case columns, its target as class names in `column`."""
+    frame = bunch.frame.rename(columns=_snake)
+    frame[column] = frame.pop("target").map(lambda k: str(bunch.target_names[k]))
+    return frame
+
+
+def _target_last(frame: pd.DataFrame, column: str) -> pd.DataFrame:
+    """`frame` with `column`, the task's target, moved to the end."""
+    frame[column] = frame.pop(column)
     return frame
 
 

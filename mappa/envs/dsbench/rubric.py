@@ -29,8 +29,8 @@ sees only the final score).
 from __future__ import annotations
 
 from mappa.core.types import Action, Trajectory
+from mappa.envs.dsbench.task import OUTPUTS, PUBLIC_FILES
 from mappa.envs.spec import Verdict
-from mappa.envs.tabular_task import OUTPUTS, PUBLIC_FILES
 
 INPUTS = {
     "data_engineer": ("train.csv", "test.csv"),

@@ -14,10 +14,10 @@ arXiv:2409.07703; github.com/LiqiangJing/DSBench, folder data_modeling) lays out
 
 The scripts compare the answer and the prediction row by row, by position (their `sort_values` calls do not
 assign the result), so a caller must order the submission's rows like the answer file;
-`mappa.envs.tabular_grading.grade_submission` does that after checking the submission.
+`mappa.envs.dsbench.grading.grade_submission` does that after checking the submission.
 
 What this module does not do: download DSBench (data.zip comes from the DSBench README), check a
-submission's shape (`mappa.envs.tabular_grading`), or sandbox the scoring scripts: they are the benchmark
+submission's shape (`mappa.envs.dsbench.grading`), or sandbox the scoring scripts: they are the benchmark
 authors' code and run with this process's rights, never with an agent's.
 """
 
@@ -34,7 +34,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from mappa.envs.tabular_task import Kind, TabularTask
+from mappa.envs.dsbench.task import Kind, TabularTask
 
 logger = logging.getLogger(__name__)
 
