@@ -1,47 +1,15 @@
-"""The coach: scores every action of a trajectory 0-10 (docs/architecture.md).
+"""The coach: scores every action of a trajectory 0-10 (docs/architecture.md, docs/coaches.md).
 
-`build_coach(config)` gives a `Coach` (openai, local or rubric); `score_trajectories` renders one request
-per action (`build_requests`, templates in `templates/`), scores them and checks alignment;
-`coach_bias_report` says whether scores track outcomes. Files: prompt (templates, requests), parse (the
-score line), base (ask / re-ask / fallback), openai, local, rubric (backends; a rubric's rules are its
-env's), outage (an endpoint's outage clock), build, score, bias.
+A coach type is one module declaring a `CoachSpec` (`spec`: what it needs, how it is built), found by
+`coach.type` in `registry` (built-ins, the entry-point group `mappa.coaches`, or an import path); `build`
+builds the configured one. The built-ins: `local` (an engine of the run; `expected` and `criteria` score
+from its token probabilities), `openai` (an endpoint; `outage` keeps its outage clock), `rubric` (the env's
+rules) and `outcome`. `score` renders one request per action (`prompt`, templates in `templates/`), scores
+them and checks alignment; `base` holds the ask / re-ask / fallback logic of the LLM coaches, `parse` the
+score line, `cache` their answers; `score_agreement` says whether scores track outcomes.
 
-Not covered here: caching coach answers and writing score artifacts (the score stage).
+Import from the modules; this package's `__init__` imports nothing, so that the config can look a coach
+type up in the registry without loading the coaches.
+
+Not covered here: writing score artifacts (the score stage).
 """
-
-from mappa.coach.base import Coach, CoachError, CoachOutageError, CoachUnavailableError, LLMCoach
-from mappa.coach.build import build_coach
-from mappa.coach.local import LocalCoach
-from mappa.coach.openai import OpenAICoach
-from mappa.coach.parse import parse_score
-from mappa.coach.prompt import (
-    CoachRequest,
-    PromptTemplate,
-    available_templates,
-    build_requests,
-    load_template,
-)
-from mappa.coach.rubric import RubricCoach
-from mappa.coach.score import build_all_requests, score_trajectories
-from mappa.coach.score_agreement import coach_bias_report
-
-__all__ = [
-    "Coach",
-    "CoachError",
-    "CoachOutageError",
-    "CoachRequest",
-    "CoachUnavailableError",
-    "LLMCoach",
-    "LocalCoach",
-    "OpenAICoach",
-    "PromptTemplate",
-    "RubricCoach",
-    "available_templates",
-    "build_all_requests",
-    "build_coach",
-    "build_requests",
-    "coach_bias_report",
-    "load_template",
-    "parse_score",
-    "score_trajectories",
-]

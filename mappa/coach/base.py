@@ -1,10 +1,10 @@
-"""What every coach is, and the ask / re-ask / fallback logic shared by the LLM backends.
+"""The ask / re-ask / fallback logic shared by the LLM backends, and the coach's errors.
 
-A coach turns `CoachRequest`s into `ActionScore`s, one per request and in the same order
-(`Coach.score`). An LLM coach (`LLMCoach`) makes one call per action; if the answer has no parsable
+A coach turns `CoachRequest`s into `ActionScore`s, one per request and in the same order (`Coach.score`,
+`mappa.coach.spec`). An LLM coach (`LLMCoach`) makes one call per action; if the answer has no parsable
 `PROCESS_SCORE:` line it asks once more, appending its answer and a short correction; if that fails too it
-records `fallback_score` with parse_status `fallback` (`retried` when the second answer parsed). Backends
-only implement `_chat_batch`: answer a list of chats.
+records `fallback_score` with parse_status `fallback` (`retried` when the second answer parsed). Backends only
+implement `_chat_batch`: answer a list of chats.
 
 With an `AnswerCache` (`mappa.coach.cache`), every chat is looked up first and only the missing ones are
 sent; each new answer is stored as soon as the backend has it (`on_answer`), so an interrupted stage
@@ -21,7 +21,6 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from typing import Protocol
 
 from mappa.coach.cache import AnswerCache
 from mappa.coach.parse import parse_score
@@ -48,14 +47,6 @@ class CoachOutageError(CoachUnavailableError):
     would only wait that long again; the run stops and `mappa resume` continues it."""
 
     waited_out = True
-
-
-class Coach(Protocol):
-    """Anything that scores actions: `score` returns one `ActionScore` per request, in order."""
-
-    model_name: str
-
-    async def score(self, requests: list[CoachRequest]) -> list[ActionScore]: ...
 
 
 def trim_rationale(text: str, limit: int) -> str:

@@ -1,4 +1,4 @@
-"""A coach behind any OpenAI-compatible chat endpoint (a vLLM server, a hosted API).
+"""The openai coach (`coach.type: openai`): any OpenAI-compatible chat endpoint (a vLLM server, a hosted API).
 
 One POST `{base_url}/chat/completions` per chat, at most `max_concurrency` in flight (a semaphore).
 Connection errors, timeouts, 408, 429 and 5xx are retried up to `max_retries` times with exponential
@@ -12,18 +12,27 @@ key is sent only in the Authorization header: never logged, never in errors or `
 what the endpoint reported using (requests answered, prompt and completion tokens, from each answer's
 `usage`) and the most requests that were in flight at once; the score manifest records it (`coach_usage`).
 
+`COACH` declares the type: an LLM coach reading a template, behind an endpoint that is reached before a
+run starts (`check_ready`). The API key is read here, once per coach, from the environment variable that
+`coach.api_key_env` names; a missing key is allowed only for loopback endpoints (a local vLLM server needs
+none), otherwise the error names the variable to set.
+
 Not covered here: streaming, tool calling, or counting tokens against the endpoint's context limit.
 """
 
 from __future__ import annotations
 
 import asyncio
+import ipaddress
+import os
 import random
+from urllib.parse import urlparse
 
 import httpx
 
 from mappa.coach.base import CoachError, CoachOutageError, CoachUnavailableError, LLMCoach, OnAnswer
 from mappa.coach.outage import OUTAGE_STATUS, EndpointOutage
+from mappa.coach.spec import Coach, CoachInputs, CoachSpec
 from mappa.config import CoachConfig
 
 _RETRY_STATUS = frozenset({408, 429}) | frozenset(range(500, 600))
@@ -209,3 +218,45 @@ def check_endpoint(config: CoachConfig, api_key: str | None, timeout_s: float = 
             f"coach endpoint {config.base_url} does not serve coach.model {config.model!r}; it serves: "
             f"{', '.join(map(str, served[:10]))}"
         )
+
+
+def check_ready(config: CoachConfig) -> None:
+    """Before a run or a re-scoring starts: the key is there and the endpoint answers, takes it and serves
+    the model (one GET, seconds), so a run does not roll out for minutes and then fail at the score stage."""
+    check_endpoint(config, api_key(config))
+
+
+def api_key(config: CoachConfig) -> str | None:
+    """The key in `$coach.api_key_env`; None for a loopback endpoint without one, else a ValueError."""
+    key = os.environ.get(config.api_key_env) or None
+    if key is None and not is_loopback(config.base_url or ""):
+        raise ValueError(
+            f"coach.type=openai at {config.base_url} needs an API key in the environment variable "
+            f"${config.api_key_env} (set it, or point coach.api_key_env at the variable that holds it); "
+            f"only loopback endpoints (127.0.0.1, localhost) may go without a key"
+        )
+    return key
+
+
+def is_loopback(url: str) -> bool:
+    host = urlparse(url).hostname or ""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def build(config: CoachConfig, inputs: CoachInputs) -> Coach:
+    return OpenAICoach(config, api_key(config))
+
+
+COACH = CoachSpec(
+    name="openai",
+    build=build,
+    is_llm=True,
+    reads_template=True,
+    check_endpoint=check_ready,
+    summary="an OpenAI-compatible endpoint (`coach.base_url`) serving `coach.model`, via `coach.template`",
+)

@@ -6,12 +6,16 @@ REINFORCE++ the score still lands on each action's last token, so the only diffe
 is where the signal comes from (`benchmarks/learning.py` compares the three).
 
 It reads the outcome, not the prompt: it sees the ground truth by construction, and its scores say so
-(`used_ground_truth` is True). Not covered: partial credit (a DSBench relative score, say).
+(`used_ground_truth` is True). `COACH` declares the type: no model, no template, no endpoint.
+
+Not covered: partial credit (a DSBench relative score, say).
 """
 
 from __future__ import annotations
 
 from mappa.coach.prompt import CoachRequest
+from mappa.coach.spec import Coach, CoachInputs, CoachSpec
+from mappa.config import CoachConfig
 from mappa.core.types import ActionScore
 
 SUCCESS_SCORE, FAILURE_SCORE = 10.0, 0.0
@@ -36,3 +40,14 @@ class OutcomeCoach:
             f"outcome only: the team {'succeeded' if correct else 'failed'}",
             used_ground_truth=True,
         )
+
+
+def build(config: CoachConfig, inputs: CoachInputs) -> Coach:
+    return OutcomeCoach()
+
+
+COACH = CoachSpec(
+    name="outcome",
+    build=build,
+    summary="the trajectory's success (10 or 0) for every action: the outcome-only baseline",
+)

@@ -1,9 +1,11 @@
 """A coach of explicit programmatic rules: deterministic, free, offline; a baseline for the LLM coaches.
 
-The rules are the env's (`EnvSpec.rubric`: one rule per seat, e.g. `mappa.envs.mathchat_rubric`,
-`mappa.envs.dsbench_rubric`); each returns (rule id, score, what it checked), and the rationale names the
+The rules are the env's (`EnvSpec.rubric`: one rule per seat, e.g. `mappa.envs.mathchat.rubric`,
+`mappa.envs.dsbench.rubric`); each returns (rule id, score, what it checked), and the rationale names the
 rule that fired. Rules marked [gt] look at the outcome and apply only where the request carries ground
 truth (`coach.use_ground_truth`); without it the rubric judges the action alone.
+
+`COACH` declares the type: no model, no template, no endpoint; its `build` needs the run's `env.type`.
 
 Not covered: an env without a rubric (`EnvSpec.rubric` None): it trains with an LLM coach or the outcome
 coach, and the config says so before a run starts.
@@ -12,6 +14,8 @@ coach, and the config says so before a run starts.
 from __future__ import annotations
 
 from mappa.coach.prompt import CoachRequest
+from mappa.coach.spec import Coach, CoachInputs, CoachSpec
+from mappa.config import CoachConfig
 from mappa.core.types import ActionScore
 from mappa.envs.registry import get_env_spec
 
@@ -49,3 +53,16 @@ class RubricCoach:
         # ground truth only where the request carries it (an env may show it for some actions only)
         rule_id, value, why = rule(request.action, request.trajectory, request.used_ground_truth)
         return request.verdict(self.model_name, float(value), f"rule {rule_id}: {why}")
+
+
+def build(config: CoachConfig, inputs: CoachInputs) -> Coach:
+    if inputs.env_type is None:
+        raise ValueError("the rubric coach's rules are its env's: pass build_coach the run's env.type")
+    return RubricCoach(config.use_ground_truth, inputs.env_type)
+
+
+COACH = CoachSpec(
+    name="rubric",
+    build=build,
+    summary="the env's programmatic rules, one per seat (`EnvSpec.rubric`): deterministic, free, offline",
+)

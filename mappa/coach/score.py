@@ -1,11 +1,11 @@
 """Scoring whole trajectories: render every action's request, ask the coach once for all, check alignment.
 
-Two kinds of action never reach the coach. Verdicts the caller already has (`known`: a re-scoring of
-fallbacks only keeps the run's other verdicts) are kept as they are. And for the LLM coaches (`local`,
-`openai`, every scoring mode) an action with no usable output, blank or nothing but reasoning (e.g. cut at
-the token limit inside its `<think>` block), is scored by rule: `coach.empty_action_score`, parse status
-`rule`, the rule named in the rationale (`rule_verdict`); a coach asked about an empty action would only
-guess. The rubric and outcome coaches keep their own rules for such actions.
+Two kinds of action never reach the coach. Verdicts the caller already has (`known`: a re-scoring of fallbacks
+only keeps the run's other verdicts) are kept as they are. And for the LLM coaches (`local`, `openai`, every
+scoring mode: their `CoachSpec.is_llm`) an action with no usable output, blank or nothing but reasoning (e.g.
+cut at the token limit inside its `<think>` block), is scored by rule: `coach.empty_action_score`, parse
+status `rule`, the rule named in the rationale (`rule_verdict`); a coach asked about an empty action would
+only guess. The rubric and outcome coaches keep their own rules for such actions.
 
 Not covered here: caching answers or writing scores as artifacts (the score stage does that).
 """
@@ -14,12 +14,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
-from mappa.coach.base import Coach
 from mappa.coach.prompt import CoachRequest, ReferenceFn, build_requests, load_template, strip_reasoning
+from mappa.coach.spec import Coach
 from mappa.config import CoachConfig
 from mappa.core.types import RULE, Action, ActionScore, Trajectory
-
-LLM_COACHES = ("local", "openai")
 
 
 def problem_task(trajectory: Trajectory) -> str:
@@ -67,7 +65,7 @@ def unusable_output(action: Action) -> str | None:
 
 def rule_verdict(request: CoachRequest, config: CoachConfig, model_name: str) -> ActionScore | None:
     """The verdict by rule for an LLM coach's request whose action has no usable output; else None."""
-    if config.type not in LLM_COACHES or config.empty_action_score is None or request.action is None:
+    if not config.is_llm or config.empty_action_score is None or request.action is None:
         return None
     why = unusable_output(request.action)
     if why is None:

@@ -7,6 +7,7 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
+from mappa.coach.registry import get_coach_spec
 from mappa.config.origins import Origins, origins_in
 from mappa.config.section import Section
 
@@ -29,10 +30,13 @@ class CoachPhase(Section):
 class CoachConfig(Section):
     """The coach that scores every action 0-10 (`mappa.coach`)."""
 
-    type: Literal["local", "openai", "rubric", "outcome"] = "local"
-    """`local`: an engine of this project; `openai`: any OpenAI-compatible endpoint;
-    `rubric`: programmatic rules; `outcome`: the trajectory's success (10 or 0) for every action, the
-    outcome-only baseline.
+    type: str = "local"
+    """The coach, by its registry name (`mappa.coach.registry`): `local`: an engine of this project;
+    `openai`: any OpenAI-compatible endpoint; `rubric`: programmatic rules; `outcome`: the trajectory's
+    success (10 or 0) for every action, the outcome-only baseline; or a plug-in's name (entry-point group
+    `mappa.coaches`) or import path (`package.module:COACH`). What the type needs (a template, a local
+    model, an endpoint) is its `CoachSpec`'s declaration; a plug-in may add settings of its own (its
+    `CoachSpec.config`, a subclass of this section).
 
     Switching types (`--set coach.type=outcome` on a config written for a local coach): a setting that
     this type cannot use (`TYPE_BOUND`: `scoring: expected` or `criteria`, local only) is reset to its
@@ -124,20 +128,31 @@ class CoachConfig(Section):
             )
         return name
 
+    @field_validator("type")
+    @classmethod
+    def _registered(cls, coach_type: str) -> str:
+        get_coach_spec(coach_type)  # an unknown name, or a plug-in that does not load, fails here in one line
+        return coach_type
+
+    @property
+    def is_llm(self) -> bool:
+        """An LLM coach (local, openai: `CoachSpec.is_llm`): asks `model`; empty actions get a rule score."""
+        return get_coach_spec(self.type).is_llm
+
     @property
     def reads_template(self) -> bool:
-        """An LLM coach (local or openai) renders a prompt template; the rubric and outcome coaches do not."""
-        return self.type in ("local", "openai")
+        """The coach renders a prompt template (local, openai: `CoachSpec.reads_template`)."""
+        return get_coach_spec(self.type).reads_template
 
     @property
     def calls_endpoint(self) -> bool:
-        """The coach is an OpenAI-compatible endpoint (`base_url`), to be reached before a run starts."""
-        return self.type == "openai"
+        """The coach is behind an endpoint, to be reached before a run starts (openai: `base_url`)."""
+        return get_coach_spec(self.type).calls_endpoint
 
     @property
     def runs_local_model(self) -> bool:
-        """The coach is a model the run loads on its own `coach` worker (memory, preparation)."""
-        return self.type == "local"
+        """The coach is a model the run loads on its own `coach` worker (local: memory, preparation)."""
+        return get_coach_spec(self.type).runs_local_model
 
     @model_validator(mode="before")
     @classmethod

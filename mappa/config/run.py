@@ -9,6 +9,7 @@ from typing import Any
 
 from pydantic import Field, SerializeAsAny, ValidationInfo, field_validator, model_validator
 
+from mappa.coach.registry import get_coach_spec
 from mappa.config.coach import CoachConfig
 from mappa.config.operations import (
     CheckpointConfig,
@@ -21,6 +22,7 @@ from mappa.config.origins import origins_in
 from mappa.config.section import Section
 from mappa.config.storage import StorageConfig
 from mappa.config.training import AgentConfig, AlgoConfig, EngineConfig, RolloutConfig, TrainerConfig
+from mappa.core.baseline_registry import get_baseline
 from mappa.envs.registry import DEFAULT_ENV
 from mappa.envs.spec import EnvSection, EnvSpec
 
@@ -43,7 +45,8 @@ class RunConfig(Section):
     env: SerializeAsAny[EnvSection] = Field(default_factory=lambda: _env_spec(DEFAULT_ENV).config())
     """The env's own section: its model is the env's (`EnvSpec.config`), chosen by `env.type`."""
     agents: dict[str, AgentConfig]
-    coach: CoachConfig = Field(default_factory=CoachConfig)
+    coach: SerializeAsAny[CoachConfig] = Field(default_factory=CoachConfig)
+    """The coach's section: `CoachConfig`, or a plug-in coach's subclass of it (`CoachSpec.config`)."""
     algo: AlgoConfig = Field(default_factory=AlgoConfig)
     rollout: RolloutConfig = Field(default_factory=RolloutConfig)
     trainer: TrainerConfig = Field(default_factory=TrainerConfig)
@@ -73,6 +76,25 @@ class RunConfig(Section):
         env_type = value.get("type", DEFAULT_ENV)
         return _env_spec(env_type).config.model_validate({**value, "type": env_type})
 
+    @field_validator("coach", mode="before")
+    @classmethod
+    def _coach_section(cls, value: Any, info: ValidationInfo) -> Any:
+        """Validate `coach:` with the section of the coach that `coach.type` names, where it has its own."""
+        if not isinstance(value, dict):
+            return value
+        try:
+            section = get_coach_spec(value.get("type", "local")).config
+        except (ValueError, TypeError):
+            return value  # the coach section's `type` validator reports it
+        if section is None or section is CoachConfig:
+            return value
+        if not (isinstance(section, type) and issubclass(section, CoachConfig)):
+            raise ValueError(
+                f"coach {value['type']!r}: its CoachSpec.config is {section!r}, not a subclass of "
+                "mappa.config.CoachConfig; derive the coach's section from CoachConfig"
+            )
+        return section.model_validate(value, context=info.context)
+
     @model_validator(mode="before")
     @classmethod
     def _coach_template_follows_env(cls, data: Any) -> Any:
@@ -89,7 +111,7 @@ class RunConfig(Section):
                 return data  # the env's own validator reports it
             if template is not None:
                 data = {**data, "coach": {**(coach or {}), "template": template}}
-            elif (coach or {}).get("type", "local") in ("local", "openai"):
+            elif _reads_template((coach or {}).get("type", "local")):
                 raise ValueError(
                     f"env `{env_type}` ships no coach template and coach.template is not set: give the LLM "
                     "coach one (coach.template: path/to/template.txt; see mappa/coach/templates/)"
@@ -108,12 +130,14 @@ class RunConfig(Section):
         return self
 
     @model_validator(mode="after")
-    def _siblings_need_samples(self) -> RunConfig:
-        if self.algo.baseline == "siblings" and self.rollout.samples_per_problem < 2:
+    def _baseline_has_its_samples(self) -> RunConfig:
+        estimator, samples = get_baseline(self.algo.baseline), self.rollout.samples_per_problem
+        if samples < estimator.min_samples_per_problem:
             raise ValueError(
-                "algo.baseline=siblings subtracts the mean score of a problem's other samples, but "
-                f"rollout.samples_per_problem={self.rollout.samples_per_problem}: every advantage would be "
-                "0. Set rollout.samples_per_problem to 2 or more, or algo.baseline=none"
+                f"algo.baseline={self.algo.baseline} subtracts {estimator.summary}, which needs "
+                f"{estimator.min_samples_per_problem} or more samples of each problem, but "
+                f"rollout.samples_per_problem={samples}. Set rollout.samples_per_problem to "
+                f"{estimator.min_samples_per_problem} or more, or algo.baseline=none"
             )
         return self
 
@@ -194,6 +218,15 @@ class RunConfig(Section):
                 (data.get(section, {}) if section else data).pop(name, None)
         blob = json.dumps(data, sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()[:16]
+
+
+def _reads_template(coach_type: Any) -> bool:
+    """Whether the coach `coach_type` names renders a template (`CoachSpec.reads_template`); False for a
+    name the registry does not know (the coach section's validator reports it)."""
+    try:
+        return get_coach_spec(coach_type).reads_template
+    except (ValueError, TypeError):
+        return False
 
 
 def _env_spec(env_type: str) -> EnvSpec:

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from mappa.config.section import Section
+from mappa.core.baseline_registry import get_baseline
 from mappa.inference.precision import resolve_bf16
 
 
@@ -46,10 +47,12 @@ class AlgoConfig(Section):
     """R = reward_scale * coach score (0-10)."""
     reward_clip: float = Field(10.0, gt=0)
     whiten_scope: Literal["agent", "global"] = "agent"
-    baseline: Literal["none", "siblings"] = "none"
-    """`siblings`: subtract from each action's score the mean score of the same agent's actions at the same
-    turn across the samples of its problem (needs `rollout.samples_per_problem` >= 2), before whitening.
-    `none`: plain REINFORCE++, the whitening's batch mean is the only baseline."""
+    baseline: str = "none"
+    """The baseline estimator subtracted from each action's score before whitening, by its registry name
+    (`mappa.core.baseline_registry`). `siblings`: the mean score of the same agent's actions at the same
+    turn across the samples of its problem (needs `rollout.samples_per_problem` >= 2). `none`: plain
+    REINFORCE++, the whitening's batch mean is the only baseline. Or a plug-in's name (entry-point group
+    `mappa.baselines`) or import path (`package.module:BASELINE`)."""
     clip_eps: float = Field(0.2, gt=0, lt=1)
     old_logprobs: Literal["auto", "recompute", "rollout"] = "auto"
     """Where the old policy's logprobs come from. `recompute`: the trainer recomputes them in fp32 (one more
@@ -58,6 +61,12 @@ class AlgoConfig(Section):
     `rollout` where they are the same numbers, the HF engine on the trainer's own fp32 weights (torch
     trainer, no bf16 autocast in engine or trainer), `recompute` elsewhere (vLLM, bf16: measured mismatch up
     to 0.13 per token, docs/pitfalls.md)."""
+
+    @field_validator("baseline")
+    @classmethod
+    def _registered(cls, name: str) -> str:
+        get_baseline(name)  # an unknown name, or a plug-in that does not load, fails here in one line
+        return name
 
     def resolved_old_logprobs(self, engine: EngineConfig, trainer: TrainerConfig) -> str:
         """`recompute` or `rollout` for a run with this engine and trainer (`auto` resolved here)."""

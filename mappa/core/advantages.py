@@ -11,11 +11,12 @@ For one action with response tokens y_1..y_T and coach score s in [0, 10]:
 Whitening scope `agent` normalises each agent's experiences separately (the authors' code, one trainer per
 agent); `global` normalises all agents together. std is the population standard deviation over valid tokens.
 This is REINFORCE++ (Hu, 2025). By default there is no per-prompt group baseline, because the intermediate
-states of different samples differ. With sibling groups (`baseline_groups`: the same agent's action at the
-same turn of the samples of one problem, `algo.baseline=siblings`) s is replaced by s - mean(s of the
-group's scored actions) before the reward is formed (REINFORCE++-baseline, as OpenRLHF's
-`reinforce_baseline`; AT-GRPO's per-(problem, turn, agent) baseline): a group whose actions all score the
-same then teaches nothing, and whitening follows as above.
+states of different samples differ. With a baseline b (`baseline`, one per action, from the estimator
+`algo.baseline` names: `mappa.core.baselines`) s is replaced by s - b before the reward is formed; with
+the sibling baseline (b = the mean score of the same agent's scored actions at the same turn of the samples
+of one problem: REINFORCE++-baseline, as OpenRLHF's `reinforce_baseline`; AT-GRPO's per-(problem, turn,
+agent) baseline) a group whose actions all score the same then teaches nothing, and whitening follows as
+above.
 
 An action the coach left unscored (its answer never held a parsable score, so a fallback score was recorded)
 is no evidence about the action: with `scored` False its advantages are exactly 0 and its tokens stay out of
@@ -125,23 +126,11 @@ def _whiten_rows(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return ((x - mean) / (std + WHITEN_EPS) * m).to(values.dtype)
 
 
-def subtract_group_baseline(
-    scores: torch.Tensor, groups: Sequence[str], scored: torch.Tensor | None = None
-) -> torch.Tensor:
-    """s - mean(s) over the scored rows of each row's group.  # (B,) -> (B,)
-
-    An unscored row counts in no mean (it keeps s minus its group's mean, and gets no advantage later); a
-    group with no scored row keeps its scores as they are."""
-    if scores.dim() != 1 or len(groups) != scores.shape[0]:
-        raise ValueError(f"baseline groups has {len(groups)} entries for scores {tuple(scores.shape)}")
-    counted = torch.ones_like(scores, dtype=torch.bool) if scored is None else scored.bool()
-    x = scores.double()
-    out = x.clone()
-    for rows in _group_rows(groups):
-        members = rows & counted
-        if members.any():
-            out[rows] = x[rows] - x[members].mean()
-    return out.to(scores.dtype)
+def subtract_baseline(scores: torch.Tensor, baseline: torch.Tensor) -> torch.Tensor:
+    """s - b, computed in float64.  # (B,), (B,) -> (B,)"""
+    if scores.dim() != 1 or baseline.shape != scores.shape:
+        raise ValueError(f"baseline has shape {tuple(baseline.shape)} for scores {tuple(scores.shape)}")
+    return (scores.double() - baseline.double()).to(scores.dtype)
 
 
 def compute_reinforce_pp_advantages(
@@ -156,16 +145,16 @@ def compute_reinforce_pp_advantages(
     reward_clip: float = 10.0,
     groups: Sequence[str] | None = None,
     scored: torch.Tensor | None = None,
-    baseline_groups: Sequence[str] | None = None,
+    baseline: torch.Tensor | None = None,
 ) -> dict[str, torch.Tensor]:
     """The whole chain: KL, token rewards, returns and whitened advantages (all (B, T), zero on padding).
 
     `groups` gives each row's whitening group (agent names for scope `agent`, None for `global`); `scored`
     (B,) bool, False for an action the coach left unscored: zero advantages, out of the whitening;
-    `baseline_groups` (None: no baseline) each row's sibling group, whose mean score is subtracted first.
+    `baseline` (B,) (None: no baseline) each row's baseline, subtracted from its score first.
     """
-    if baseline_groups is not None:
-        scores = subtract_group_baseline(scores, baseline_groups, scored)
+    if baseline is not None:
+        scores = subtract_baseline(scores, baseline)
     kl = compute_kl(logprobs, ref_logprobs, kl_estimator) * mask
     rewards = compute_token_rewards(kl, scores, mask, beta, reward_scale, reward_clip)
     returns = compute_returns(rewards, mask)

@@ -11,9 +11,10 @@ from mappa.core.advantages import (
     compute_returns,
     compute_token_rewards,
     pad_sequences,
-    subtract_group_baseline,
+    subtract_baseline,
     whiten,
 )
+from mappa.core.baselines import group_mean_baseline
 from mappa.core.losses import compute_policy_loss
 
 OLD = torch.tensor([[-1.0, -2.0, -0.5]])
@@ -168,10 +169,13 @@ def test_sibling_baseline_subtracts_the_scored_mean_of_each_group():
     groups = ["p1/solver/0", "p1/solver/0", "p1/solver/0", "p2/solver/0", "p2/solver/0"]
     scored = torch.tensor([True, True, False, True, True])
     # p1: the mean of 2 and 6 (9 is unscored) is 4; p2: the mean of 3 and 5 is 4
-    out = subtract_group_baseline(scores, groups, scored)
+    out = subtract_baseline(scores, group_mean_baseline(scores, groups, scored))
     assert torch.allclose(out, torch.tensor([-2.0, 2.0, 5.0, -1.0, 1.0]))
     with pytest.raises(ValueError, match="baseline groups"):
-        subtract_group_baseline(scores, groups[:2])
+        group_mean_baseline(scores, groups[:2])
+    # a group with no scored action keeps its scores (its baseline is 0)
+    none_scored_in_p2 = torch.tensor([True, True, True, False, False])
+    assert group_mean_baseline(scores, groups, none_scored_in_p2)[3:].tolist() == [0.0, 0.0]
 
 
 def test_full_chain_with_siblings_gives_a_group_of_equal_scores_no_advantage():
@@ -179,13 +183,14 @@ def test_full_chain_with_siblings_gives_a_group_of_equal_scores_no_advantage():
     # 10 and 0. After the baseline: 0, 0, +5, -5; returns 0.1 times that; whitened over the four rows
     # (mean 0, population std 0.5 / sqrt(2)): 0, 0, +sqrt(2), -sqrt(2)
     old = torch.zeros(4, 1)
+    scores = torch.tensor([0.0, 0.0, 10.0, 0.0])
     out = compute_reinforce_pp_advantages(
         old,
         old,
-        torch.tensor([0.0, 0.0, 10.0, 0.0]),
+        scores,
         torch.ones(4, 1),
         beta=0.01,
-        baseline_groups=["a/v/0", "a/v/0", "b/v/0", "b/v/0"],
+        baseline=group_mean_baseline(scores, ["a/v/0", "a/v/0", "b/v/0", "b/v/0"]),
     )
     assert torch.allclose(out["returns"], torch.tensor([[0.0], [0.0], [0.5], [-0.5]]))
     root2 = math.sqrt(2.0)

@@ -10,19 +10,14 @@ import asyncio
 
 import pytest
 
-from mappa.coach import (
-    CoachRequest,
-    LocalCoach,
-    RubricCoach,
-    build_coach,
-    build_requests,
-    coach_bias_report,
-    load_template,
-    parse_score,
-    score_trajectories,
-)
 from mappa.coach.base import REASK_MESSAGE
-from mappa.coach.prompt import parse_template, trim
+from mappa.coach.build import build_coach
+from mappa.coach.local import LocalCoach
+from mappa.coach.parse import parse_score
+from mappa.coach.prompt import CoachRequest, build_requests, load_template, parse_template, trim
+from mappa.coach.rubric import RubricCoach
+from mappa.coach.score import score_trajectories
+from mappa.coach.score_agreement import coach_bias_report
 from mappa.config import CoachConfig
 from mappa.core.types import Action, ActionScore, Problem, ToolResult, Trajectory
 

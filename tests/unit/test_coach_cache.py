@@ -6,9 +6,9 @@ import asyncio
 
 import pytest
 
-from mappa.coach import CoachRequest
 from mappa.coach.cache import AnswerCache
 from mappa.coach.local import LocalCoach
+from mappa.coach.prompt import CoachRequest
 from mappa.storage.store import ArtifactStore
 
 

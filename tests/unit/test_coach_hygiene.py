@@ -11,11 +11,11 @@ import pytest
 from test_coach import ROLES, _trajectory
 from test_criteria_coach import TEMPLATE
 
-from mappa.coach import LocalCoach, build_requests, score_trajectories
 from mappa.coach.criteria import CriteriaCoach
 from mappa.coach.expected import ExpectedScoreCoach
-from mappa.coach.prompt import load_template, strip_reasoning
-from mappa.coach.score import unusable_output
+from mappa.coach.local import LocalCoach
+from mappa.coach.prompt import build_requests, load_template, strip_reasoning
+from mappa.coach.score import score_trajectories, unusable_output
 from mappa.config import CoachConfig
 from mappa.core.types import Trajectory
 
@@ -113,7 +113,7 @@ def test_the_probability_coaches_are_not_asked_either(tmp_path):
 
 
 def test_rubric_and_outcome_coaches_keep_their_own_rules():
-    from mappa.coach import build_coach
+    from mappa.coach.build import build_coach
 
     for kind in ("rubric", "outcome"):
         config = CoachConfig(type=kind, use_ground_truth=True)

@@ -18,7 +18,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from mappa.coach import CoachError, CoachRequest, CoachUnavailableError, OpenAICoach
+from mappa.coach.base import CoachError, CoachUnavailableError
+from mappa.coach.openai import OpenAICoach
+from mappa.coach.prompt import CoachRequest
 from mappa.config import CoachConfig
 
 

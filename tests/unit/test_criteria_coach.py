@@ -9,10 +9,9 @@ import math
 import pytest
 from test_coach import ROLES, _trajectory
 
-from mappa.coach import build_requests
 from mappa.coach.build import build_coach, check_coach_template
 from mappa.coach.criteria import CriteriaCoach, yes_probability
-from mappa.coach.prompt import load_template, parse_template
+from mappa.coach.prompt import build_requests, load_template, parse_template
 from mappa.config import CoachConfig
 
 TEMPLATE = """<<system>>
