@@ -1,7 +1,7 @@
-"""The ask / re-ask / fallback logic shared by the LLM backends, and the coach's errors.
+"""What every coach is, and the ask / re-ask / fallback logic shared by the LLM backends.
 
-A coach turns `CoachRequest`s into `ActionScore`s, one per request and in the same order (`Coach.score`,
-`mappa.coach.spec`). An LLM coach (`LLMCoach`) makes one call per action; if the answer has no parsable
+A coach turns `CoachRequest`s into `ActionScore`s, one per request and in the same order (`Coach.score`).
+An LLM coach (`LLMCoach`) makes one call per action; if the answer has no parsable
 `PROCESS_SCORE:` line it asks once more, appending its answer and a short correction; if that fails too it
 records `fallback_score` with parse_status `fallback` (`retried` when the second answer parsed). Backends only
 implement `_chat_batch`: answer a list of chats.
@@ -20,7 +20,8 @@ Not covered here: transport (HTTP retries live in `mappa.coach.openai`), prompt 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from typing import Protocol
 
 from mappa.coach.cache import AnswerCache
 from mappa.coach.parse import parse_score
@@ -49,6 +50,14 @@ class CoachOutageError(CoachUnavailableError):
     waited_out = True
 
 
+class Coach(Protocol):
+    """Anything that scores actions: `score` returns one `ActionScore` per request, in order."""
+
+    model_name: str
+
+    async def score(self, requests: list[CoachRequest]) -> list[ActionScore]: ...
+
+
 def trim_rationale(text: str, limit: int) -> str:
     text = text.strip()
     return text if len(text) <= limit else text[: limit - 3].rstrip() + "..."
@@ -61,6 +70,8 @@ def reask_messages(messages: list[dict[str, str]], bad_answer: str) -> list[dict
 
 
 OnAnswer = Callable[[int, str], None]
+ChatFn = Callable[[list[list[dict[str, str]]]], Awaitable[list[str]]]
+"""An engine's batch chat: one answer text per chat (the local coach's; `mappa.coach.local`)."""
 
 
 class LLMCoach(ABC):

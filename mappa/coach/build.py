@@ -1,5 +1,5 @@
 """Building the coach the config names: `build_coach(config)` looks `coach.type` up in the registry
-(`mappa.coach.registry`) and calls its `CoachSpec.build`; `check_coach_ready` runs the checks the spec
+(`mappa.config.coach_registry`) and calls its `CoachSpec.build`; `check_coach_ready` runs the checks the spec
 declares (its template, its endpoint) before any work starts.
 
 Not covered here: starting the coach's engine or server, or what each coach needs to be built (its module:
@@ -8,14 +8,13 @@ Not covered here: starting the coach's engine or server, or what each coach need
 
 from __future__ import annotations
 
-from mappa.coach.base import LLMCoach
+from mappa.coach.base import ChatFn, Coach, LLMCoach
 from mappa.coach.cache import AnswerCache
 from mappa.coach.criteria import GroupedLogprobFn
 from mappa.coach.expected import LogprobFn
 from mappa.coach.prompt import load_template
-from mappa.coach.registry import get_coach_spec
-from mappa.coach.spec import ChatFn, Coach, CoachInputs
 from mappa.config import CoachConfig
+from mappa.config.coach_registry import CoachInputs, get_coach_spec
 
 
 def build_coach(

@@ -14,13 +14,13 @@ Not covered here: loading the coach model or batching inside the engine (the eng
 
 from __future__ import annotations
 
-from mappa.coach.base import LLMCoach, OnAnswer
+from mappa.coach.base import ChatFn, Coach, LLMCoach, OnAnswer
 from mappa.coach.build import check_coach_template
 from mappa.coach.criteria import CriteriaCoach
 from mappa.coach.expected import ExpectedScoreCoach
 from mappa.coach.prompt import load_template
-from mappa.coach.spec import ChatFn, Coach, CoachInputs, CoachSpec
 from mappa.config import CoachConfig
+from mappa.config.coach_registry import CoachInputs, CoachSpec
 
 
 class LocalCoach(LLMCoach):

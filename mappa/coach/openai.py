@@ -30,10 +30,10 @@ from urllib.parse import urlparse
 
 import httpx
 
-from mappa.coach.base import CoachError, CoachOutageError, CoachUnavailableError, LLMCoach, OnAnswer
+from mappa.coach.base import Coach, CoachError, CoachOutageError, CoachUnavailableError, LLMCoach, OnAnswer
 from mappa.coach.outage import OUTAGE_STATUS, EndpointOutage
-from mappa.coach.spec import Coach, CoachInputs, CoachSpec
 from mappa.config import CoachConfig
+from mappa.config.coach_registry import CoachInputs, CoachSpec
 
 _RETRY_STATUS = frozenset({408, 429}) | frozenset(range(500, 600))
 _MAX_RETRY_AFTER_S = 30.0

@@ -13,9 +13,10 @@ Not covered: partial credit (a DSBench relative score, say).
 
 from __future__ import annotations
 
+from mappa.coach.base import Coach
 from mappa.coach.prompt import CoachRequest
-from mappa.coach.spec import Coach, CoachInputs, CoachSpec
 from mappa.config import CoachConfig
+from mappa.config.coach_registry import CoachInputs, CoachSpec
 from mappa.core.types import ActionScore
 
 SUCCESS_SCORE, FAILURE_SCORE = 10.0, 0.0

@@ -13,9 +13,10 @@ coach, and the config says so before a run starts.
 
 from __future__ import annotations
 
+from mappa.coach.base import Coach
 from mappa.coach.prompt import CoachRequest
-from mappa.coach.spec import Coach, CoachInputs, CoachSpec
 from mappa.config import CoachConfig
+from mappa.config.coach_registry import CoachInputs, CoachSpec
 from mappa.core.types import ActionScore
 from mappa.envs.registry import get_env_spec
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
+from mappa.coach.base import Coach
 from mappa.coach.prompt import CoachRequest, ReferenceFn, build_requests, load_template, strip_reasoning
-from mappa.coach.spec import Coach
 from mappa.config import CoachConfig
 from mappa.core.types import RULE, Action, ActionScore, Trajectory
 

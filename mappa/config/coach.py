@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
-from mappa.coach.registry import get_coach_spec
+from mappa.config.coach_registry import get_coach_spec
 from mappa.config.origins import Origins, origins_in
 from mappa.config.section import Section
 
@@ -31,7 +31,7 @@ class CoachConfig(Section):
     """The coach that scores every action 0-10 (`mappa.coach`)."""
 
     type: str = "local"
-    """The coach, by its registry name (`mappa.coach.registry`): `local`: an engine of this project;
+    """The coach, by its registry name (`mappa.config.coach_registry`): `local`: an engine of this project;
     `openai`: any OpenAI-compatible endpoint; `rubric`: programmatic rules; `outcome`: the trajectory's
     success (10 or 0) for every action, the outcome-only baseline; or a plug-in's name (entry-point group
     `mappa.coaches`) or import path (`package.module:COACH`). What the type needs (a template, a local

@@ -9,8 +9,8 @@ from typing import Any
 
 from pydantic import Field, SerializeAsAny, ValidationInfo, field_validator, model_validator
 
-from mappa.coach.registry import get_coach_spec
 from mappa.config.coach import CoachConfig
+from mappa.config.coach_registry import get_coach_spec
 from mappa.config.operations import (
     CheckpointConfig,
     ClusterConfig,

@@ -19,11 +19,11 @@ from typing import Any
 
 from mappa.cluster.handles import WorkerHandle
 from mappa.cluster.ray_cluster import COACH, coach_worker, release_worker
+from mappa.coach.base import Coach
 from mappa.coach.build import build_coach, cache_settings
 from mappa.coach.cache import AnswerCache
 from mappa.coach.diagnostics import diagnose
 from mappa.coach.score import score_trajectories
-from mappa.coach.spec import Coach
 from mappa.config import CoachConfig
 from mappa.core.types import UNSCORED, ActionScore
 from mappa.envs.registry import get_env_spec

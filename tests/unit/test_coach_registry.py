@@ -9,12 +9,18 @@ from importlib.metadata import EntryPoint
 
 import pytest
 
-from mappa.coach import registry
+from mappa.coach.base import Coach
 from mappa.coach.build import build_coach, check_coach_ready
 from mappa.coach.prompt import CoachRequest
-from mappa.coach.registry import BUILTIN_COACHES, CoachNotFound, CoachPluginError, get_coach_spec
-from mappa.coach.spec import Coach, CoachInputs, CoachSpec
-from mappa.config import CoachConfig, ConfigError, load_config
+from mappa.config import CoachConfig, ConfigError, coach_registry, load_config
+from mappa.config.coach_registry import (
+    BUILTIN_COACHES,
+    CoachInputs,
+    CoachNotFound,
+    CoachPluginError,
+    CoachSpec,
+    get_coach_spec,
+)
 from mappa.core.types import ActionScore
 from mappa.stages import execute, output_parts, write_manifest
 from mappa.storage.frames import read_scores, trajectories_to_frame
@@ -76,16 +82,16 @@ def test_a_coach_named_by_its_import_path_scores_a_runs_actions_in_the_score_sta
 
 
 def test_a_coach_registered_under_a_name_is_found_by_it(monkeypatch):
-    entry = EntryPoint(name="length", value=f"{HERE}:COACH", group=registry.ENTRY_POINT_GROUP)
+    entry = EntryPoint(name="length", value=f"{HERE}:COACH", group=coach_registry.ENTRY_POINT_GROUP)
 
     def entry_points(group, name=None):
-        found = [entry] if group == registry.ENTRY_POINT_GROUP else []
+        found = [entry] if group == coach_registry.ENTRY_POINT_GROUP else []
         return [ep for ep in found if name in (None, ep.name)]
 
-    monkeypatch.setattr(registry, "entry_points", entry_points)
+    monkeypatch.setattr(coach_registry, "entry_points", entry_points)
     get_coach_spec.cache_clear()
     try:
-        assert "length" in registry.registered_coaches()
+        assert "length" in coach_registry.registered_coaches()
         config = load_config("configs/mathchat-cpu.yaml", ["coach.type=length"])
         coach = build_coach(config.coach)
         assert isinstance(coach, LengthCoach) and coach.per_char == 0.5
@@ -102,7 +108,7 @@ def test_unknown_and_broken_coaches_are_one_line_errors_naming_the_known_ones():
         get_coach_spec("judge")
     with pytest.raises(CoachPluginError, match=r"importing no_such_module failed: ModuleNotFoundError"):
         get_coach_spec("no_such_module:COACH")
-    with pytest.raises(CoachPluginError, match=r"holds str, not a mappa.coach.spec.CoachSpec"):
+    with pytest.raises(CoachPluginError, match=r"holds str, not a mappa.config.coach_registry.CoachSpec"):
         get_coach_spec(f"{HERE}:NOT_A_SPEC")
 
 
