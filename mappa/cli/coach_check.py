@@ -65,9 +65,9 @@ def parse_coaches(specs: list[str] | None) -> dict[str, list[str]]:
 
 
 def cmd_coach_check(args: argparse.Namespace) -> int:
+    from mappa.blame.check import coach_configs, sample_trajectories
     from mappa.cli.commands import run_logged
     from mappa.envs.registry import get_env_spec
-    from mappa.stages.coach_check import coach_configs, sample_trajectories
     from mappa.storage.run import Run
 
     run = Run.open(args.root, args.run_id)  # fails fast, before Ray or Prefect start

@@ -1,6 +1,6 @@
 """The `coach-check` flow: does each coach blame the agent that caused a failure? (`mappa coach-check`)
 
-A readable sequence: the blame check of one iteration's stored trajectories (`mappa.stages.coach_check`:
+A readable sequence: the blame check of one iteration's stored trajectories (`mappa.blame.check`:
 corrupt, replay, score with each coach, compare), the run's Ray workers freed, and the table published as
 a Prefect artifact beside the run's others. The report itself is stored under the run
 (`RUN/coach-check/iter-K/report.json`).
@@ -13,8 +13,8 @@ from typing import Any
 from prefect import flow
 from prefect.artifacts import create_table_artifact
 
+from mappa.blame.check import check_blame
 from mappa.cluster.ray_cluster import HOST, release_workers
-from mappa.stages.coach_check import check_blame
 from mappa.stages.report import artifact_key, create_artifact
 from mappa.storage.run import Run
 

@@ -6,9 +6,9 @@ import json
 import shutil
 from pathlib import Path
 
+from mappa.blame import check as coach_check
 from mappa.cli import main
 from mappa.core.types import Trajectory
-from mappa.stages import coach_check
 from mappa.storage.run import Run
 
 

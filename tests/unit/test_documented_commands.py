@@ -40,11 +40,11 @@ from pathlib import Path
 
 import pytest
 
+from mappa.blame.check import coach_configs
 from mappa.cli.coach_check import parse_coaches
 from mappa.cli.dry_run import train_config
 from mappa.cli.parser import build_parser
 from mappa.config import ConfigError, load_config, override_config
-from mappa.stages.coach_check import coach_configs
 from mappa.stages.rescore import check_rescore
 from mappa.storage.run import Run
 

@@ -1,4 +1,5 @@
-"""The shape of mappa's imports: no cycles, and the layers below the stages free of Ray and Prefect.
+"""The shape of mappa's imports: no cycles, no import running up the layers (`LAYERS`, bottom first), and
+the layers below the stages free of Ray and Prefect.
 
 The graph is read from the source (every `import` statement, module-level and inside functions), so a
 cycle hidden behind a function-level import counts as one. Importing `a.b.c` from outside package `a.b`
@@ -17,12 +18,36 @@ PURE_LAYERS = (
     "mappa.coach",
     "mappa.trainer",
     "mappa.storage",
-    "mappa.blame",
+    "mappa.blame.replay",  # the blame check itself (`blame.check`) runs on Ray workers
     "mappa.models",
     "mappa.reporting",
 )
 USES_PREFECT = ("mappa.reporting.progress",)  # a long stage's bar is a Prefect progress artifact
 ORCHESTRATION = ("ray", "prefect")
+LAYERS = (
+    ("mappa", "mappa.core"),  # `mappa` itself: its version only
+    ("mappa.models", "mappa.sandbox"),
+    ("mappa.inference",),
+    ("mappa.agents",),
+    ("mappa.envs",),
+    ("mappa.config",),
+    ("mappa.storage",),
+    ("mappa.coach", "mappa.trainer", "mappa.reporting", "mappa.run_log"),
+    ("mappa.cluster",),
+    ("mappa.resources",),
+    ("mappa.preflight",),
+    ("mappa.stages",),
+    ("mappa.blame",),
+    ("mappa.flows", "mappa.team"),
+    ("mappa.cli",),
+)
+"""mappa's packages from the bottom up, read off today's imports: a module imports packages of its own layer
+or below, never above (packages of one layer may import each other; modules never in a circle)."""
+KNOWN_UPWARD = {
+    ("mappa.inference.vllm_engine", "mappa.config"): "`vllm_engine_for` reads the run's `EngineConfig`",
+}
+"""The imports that run up today, (module, package) -> why: reported, not hidden. A new one fails the test;
+one that is gone must leave this list."""
 
 
 def module_name(path: Path) -> str:
@@ -136,3 +161,48 @@ def test_core_envs_coach_and_trainer_reach_no_ray_and_no_prefect():
         assert not upward, f"{module} imports the pipeline's layers: {upward}"
         third = {pkg for m in closure for pkg in outer[m]}
         assert not third & set(ORCHESTRATION), f"{module} reaches {sorted(third & set(ORCHESTRATION))}"
+
+
+def package_of(module: str) -> str:
+    """`mappa` or the top package under it (`mappa.stages.score` -> `mappa.stages`)."""
+    return ".".join(module.split(".")[:2])
+
+
+def is_bare_package(module: str, inner: dict[str, set[str]]) -> bool:
+    """A package whose `__init__` imports nothing of mappa: running it on the way in costs nothing."""
+    init = PACKAGE.parent.joinpath(*module.split("."), "__init__.py")
+    return init.is_file() and not inner[module]
+
+
+def upward_imports(inner: dict[str, set[str]], layers=LAYERS) -> set[tuple[str, str]]:
+    """(module, package) for each import of a package from a layer above the module's own."""
+    level = {package: n for n, packages in enumerate(layers) for package in packages}
+    found = set()
+    for module, targets in inner.items():
+        for target in targets:
+            above = level[package_of(target)] > level[package_of(module)]
+            if above and not is_bare_package(target, inner):
+                found.add((module, package_of(target)))
+    return found
+
+
+def test_every_package_has_a_layer():
+    inner, _ = import_graph()
+    placed = {package for packages in LAYERS for package in packages}
+    assert {package_of(module) for module in inner} <= placed, "add the new package to LAYERS"
+    assert len(placed) == sum(len(packages) for packages in LAYERS), "a package is in two layers"
+
+
+def test_no_import_runs_up_the_layers():
+    inner, _ = import_graph()
+    upward = upward_imports(inner)
+    new = sorted(upward - KNOWN_UPWARD.keys())
+    assert not new, f"imports running up the layers (LAYERS, bottom first): {new}"
+    gone = sorted(KNOWN_UPWARD.keys() - upward)
+    assert not gone, f"no longer imported upward: remove {gone} from KNOWN_UPWARD"
+
+
+def test_the_layer_check_finds_an_import_running_up():
+    inner = {"mappa.core.types": {"mappa.stages.score"}, "mappa.stages.score": {"mappa.core.types"}}
+    layers = (("mappa.core",), ("mappa.stages",))
+    assert upward_imports(inner, layers) == {("mappa.core.types", "mappa.stages")}
