@@ -1,5 +1,6 @@
-"""A long stage's bar on the terminal (`mappa.reporting.progress.terminal_progress`): drawn on a terminal, with
-the log's lines printed above it, gone when the stage is done; nothing where the output is not a terminal."""
+"""A long stage's bar on the terminal (`mappa.reporting.progress.terminal_progress`): drawn on a terminal,
+with the log's lines printed above it, gone when the stage is done; nothing where the output is not a
+terminal."""
 
 import io
 import re
