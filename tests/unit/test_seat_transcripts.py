@@ -1,6 +1,6 @@
-"""MathChat's and CodePair's rollouts, recorded whole: every agent call with its observations (byte for
-byte), every sandbox run in the order it was asked for, every action and the graded trajectories. The
-transcripts' hashes were computed before the code-writing seat (`mappa.envs.code_seat`) replaced the two
+"""MathChat's, CodePair's and DSBench's rollouts, recorded whole: every agent call with its observations
+(byte for byte), every sandbox run in the order it was asked for, every action and the graded trajectories.
+The transcripts' hashes were computed before the code-writing seat (`mappa.envs.code_seat`) replaced the
 envs' own retry loops, and must not change: the seat is a refactoring, not a new behaviour.
 
 Agents are scripted (the test is about the envs, not a model) and answer by what they read, so a change in
@@ -153,3 +153,85 @@ def test_codepair_rollout_is_the_same_transcript(monkeypatch):
     assert batches == [3, 2, 3]  # coder turns 0-1 (only the failed ones retry), reviewer
     assert [len(t.actions) for t in trajectories] == [2, 3, 3]
     assert transcript_hash(log, trajectories) == CODEPAIR_HASH
+
+
+SEAT_SCRIPT = {  # seat -> task -> its reply per turn; `save(...)` writes those files in the workspace
+    "data_engineer": {
+        "Task A": [
+            "```python\nsave('X_train.pkl')\n```",
+            "```python\nsave('y_train.pkl', 'X_test.pkl')\n```",
+        ],
+        "Task B": ["```python\nsave('X_train.pkl', 'y_train.pkl', 'X_test.pkl')\n```"],
+    },
+    "modeler": {
+        "Task A": ["no code", "```python\nprint(oops_three)\n```", "```python\nsave('model.pkl')\n```"],
+        "Task B": ["```python\nsave('model.pkl')\n```"],
+    },
+    "analyst": {
+        "Task A": ["```python\nsave('submission.csv')\n```"],
+        "Task B": ["```python\nx = 1\n```", "nothing", "```python\nsave('other.csv')\n```"],
+    },
+}
+DSBENCH_HASH = "fb9537af6cf7a0dd31a448980d05481132bce7f37715236cd3ef57eaaa3f39b8"
+
+
+def test_dsbench_rollout_is_the_same_transcript(monkeypatch, tmp_path):
+    """The workspaces and grading are stubbed (fixed public files, a grade by whether submission.csv
+    exists): the transcript is about turns, observations and hand-overs, not about scikit-learn."""
+    from types import SimpleNamespace
+
+    from mappa.envs.dsbench import team
+
+    log: list = []
+    sandbox = fake_sandbox(log)
+
+    async def saving(code, workdir=None, limits=None):
+        for names in re.findall(r"save\((.*)\)", code):
+            for name in re.findall(r"'([^']+)'", names):
+                (workdir / name).write_text(f"{name} by the fake sandbox\n")
+        result = await sandbox(code, workdir, limits)
+        return dataclasses.replace(result, files=tuple(sorted(p.name for p in workdir.iterdir())))
+
+    def workspace(task, folder):
+        folder.mkdir(parents=True)
+        (folder / "train.csv").write_text("id,x,y\n1,0.5,a\n2,1.5,b\n3,2.5,a\n4,3.5,b\n")
+        (folder / "test.csv").write_text("id,x\n5,4.5\n")
+        (folder / "sample_submission.csv").write_text("id,y\n5,a\n")
+
+    def grade(task, submission):
+        valid = submission.is_file()
+        return SimpleNamespace(valid=valid, metric="accuracy", value=1.0, as_dict=lambda: {"valid": valid})
+
+    monkeypatch.setattr("mappa.sandbox.runner.run_python_async", saving)
+    monkeypatch.setattr(team, "problem_to_task", lambda problem: SimpleNamespace(kind="classification"))
+    monkeypatch.setattr(team, "write_workspace", workspace)
+    monkeypatch.setattr(team, "paths_to_hide", lambda task: ("/nonexistent/labels.csv",))
+    monkeypatch.setattr(team, "grade_submission", grade)
+
+    def seat(name):
+        def reply(observation, turn):
+            return SEAT_SCRIPT[name][observation.splitlines()[0]][turn]
+
+        return Agent(name, team.ROLES[name], answering(name, log, reply), SamplingParams())
+
+    agents = {name: seat(name) for name in team.SEATS}
+    problems = [(f"t{i}", Problem(f"p{i}", f"Task {name}\nPredict y.", "")) for i, name in enumerate("AB")]
+    trajectories = asyncio.run(
+        team.run_dsbench(problems, agents, SandboxLimits(), max_turns=3, workspace_root=str(tmp_path))
+    )
+
+    batches = [(entry[1], len(entry[2])) for entry in log if entry[0] == "agent"]
+    assert batches == [
+        ("data_engineer", 2),
+        ("data_engineer", 1),
+        ("modeler", 2),
+        ("modeler", 1),
+        ("modeler", 1),
+        ("analyst", 2),
+        ("analyst", 1),
+        ("analyst", 1),
+    ]
+    assert [t.correct for t in trajectories] == [True, False]
+    for t in trajectories:  # the workspaces' folder differs per run: the transcript leaves it out
+        assert all(a.tool_result is None or a.tool_result.duration_s == 0.5 for a in t.actions)
+    assert transcript_hash(log, trajectories) == DSBENCH_HASH
