@@ -139,10 +139,10 @@ def score_all(trajectories, methods: list[str], model: str, template: str) -> tu
     from mappa.coach.build import build_coach
     from mappa.coach.score import score_trajectories
     from mappa.config import CoachConfig
-    from mappa.envs.mathchat.team import ROLES
+    from mappa.envs.mathchat.team import ROLES, SPEC
 
     rubric = CoachConfig(type="rubric", use_ground_truth=True)
-    rules = build_coach(rubric, env_type="mathchat")
+    rules = build_coach(rubric, env=SPEC)
     scored = {"rubric": asyncio.run(score_trajectories(rules, trajectories, ROLES, rubric))}
     logprob_fn, grouped_fn = local_logprob_fn(model)
     seconds = {}

@@ -144,9 +144,8 @@ def evaluation_sets(args: argparse.Namespace, config) -> tuple[dict[str, list[Pr
     and with --also-eval the path of one JSONL holding them all (written under --root), which the runs
     evaluate on at once: one greedy pass per checkpoint, split by problem id in the report."""
     from mappa.envs.mathchat.problems import load_problems, write_jsonl
-    from mappa.envs.registry import load_env_problems
 
-    primary = load_env_problems(config.env.type, config.env.eval_data)[: config.rollout.eval_problems]
+    primary = config.env_spec.load_problems(config.env.eval_data)[: config.rollout.eval_problems]
     name = Path(args.eval_data).stem if args.eval_data else "heldout"
     problems = {name: primary}
     for path in args.also_eval:
@@ -165,11 +164,10 @@ def evaluation_sets(args: argparse.Namespace, config) -> tuple[dict[str, list[Pr
 
 def check_splits_disjoint(config_path: str, overrides: list[str]) -> dict[str, int]:
     from mappa.config import load_config
-    from mappa.envs.registry import load_env_problems
 
     config = load_config(config_path, overrides)
-    train = load_env_problems(config.env.type, config.env.train_data)
-    held_out = load_env_problems(config.env.type, config.env.eval_data)[: config.rollout.eval_problems]
+    train = config.env_spec.load_problems(config.env.train_data)
+    held_out = config.env_spec.load_problems(config.env.eval_data)[: config.rollout.eval_problems]
     shared = {p.question.strip() for p in train} & {p.question.strip() for p in held_out}
     if shared:
         raise SystemExit(

@@ -27,13 +27,12 @@ def check_before_run(
     count as written); `say` prints the notes (overlap, which model each agent loads). With `dry_run`
     nothing is written or prepared (see the module's docstring); `say` names what was left out."""
     from mappa.coach.build import check_coach_ready
-    from mappa.envs.registry import load_env_problems
     from mappa.resources import check_resources
     from mappa.sandbox import check_isolation
     from mappa.storage.store import ArtifactStore
 
-    env = config.env
-    train, held_out = (load_env_problems(env.type, source) for source in (env.train_data, env.eval_data))
+    env, spec = config.env, config.env_spec
+    train, held_out = (spec.load_problems(source) for source in (env.train_data, env.eval_data))
     overlap_note(config, train, held_out, say)
     check_isolation(config.sandbox.isolation)  # every env runs model-written code
     store = ArtifactStore(config.storage.root)

@@ -284,3 +284,22 @@ def synthetic_run(tmp_path):
     run.store.write_parquet(frame, *output_parts(run, 2, "rollout"))
     write_manifest(run, 2, "rollout", 6, {"total_s": 1.0}, success_rate=1.0)
     return run
+
+
+@pytest.fixture
+def register_entry_point(monkeypatch):
+    """Register a plug-in for the test as an installed package would: `register_entry_point(group, name,
+    "module:ATTR")` adds it to what `mappa.core.plugins` reads (the installed entry points stay)."""
+    from importlib.metadata import EntryPoint
+
+    from mappa.core import plugins
+
+    added: list[EntryPoint] = []
+    installed = plugins.entry_points
+
+    def entry_points(group, name=None):
+        ours = [ep for ep in added if ep.group == group and name in (None, ep.name)]
+        return [*ours, *(installed(group=group) if name is None else installed(group=group, name=name))]
+
+    monkeypatch.setattr(plugins, "entry_points", entry_points)
+    return lambda group, name, value: added.append(EntryPoint(name=name, value=value, group=group))

@@ -34,7 +34,6 @@ from mappa.config import RunConfig
 from mappa.core.blame import BlamePair, blame_rows
 from mappa.core.types import Trajectory
 from mappa.envs.corruption import corruptions_for
-from mappa.envs.registry import get_env_spec
 from mappa.inference.engine import SamplingParams
 from mappa.stages.evaluate import TRAJECTORIES, evaluation_complete, evaluation_label, evaluation_parts
 from mappa.stages.rescore import rescore_settings
@@ -100,7 +99,7 @@ def sample_trajectories(run: Run, iteration: int, problems: int, evaluated: bool
 
 def planned_replays(run: Run, trajectories: list[Trajectory], seats: list[str]) -> list[dict[str, Any]]:
     """One plan per (trajectory, seat's last action, original or corruption): ids and the forced text."""
-    spec = get_env_spec(run.config.env.type)
+    spec = run.config.env_spec
     declared = spec.corruptions() if spec.corruptions else ()
     plans = []
     for trajectory in trajectories:
@@ -122,7 +121,7 @@ def planned_replays(run: Run, trajectories: list[Trajectory], seats: list[str]) 
 def run_replays(run: Run, weights: int, plans: list[dict[str, Any]]) -> list[Trajectory]:
     """Every planned replay, concurrently, downstream agents greedy with the weights iteration `weights`
     rolls out with."""
-    spec = get_env_spec(run.config.env.type)
+    spec = run.config.env_spec
     purpose = f"the blame check (the weights of iteration {weights}'s rollout)"
     workers = agent_workers(run, weights, "weights", purpose)
     params = SamplingParams(temperature=0.0, top_p=1.0, max_new_tokens=run.config.rollout.max_new_tokens)
@@ -142,7 +141,7 @@ def run_replays(run: Run, weights: int, plans: list[dict[str, Any]]) -> list[Tra
 
 def score_replays(run: Run, folder: str, config: RunConfig, replays: list[Trajectory], name: str):
     """Each action's score by the coach of `config` (action id -> score), through the run's answer cache."""
-    spec = get_env_spec(run.config.env.type)
+    spec = run.config.env_spec
     coach, _ = stage_coach(run, config.coach, worker_name=f"coach-check-{name}")
     scores = asyncio.run(
         score_trajectories(coach, replays, spec.roles, config.coach, reference_fn=spec.coach_reference)
@@ -153,7 +152,7 @@ def score_replays(run: Run, folder: str, config: RunConfig, replays: list[Trajec
 
 def blame_pairs(run: Run, plans, replays, scores: dict[str, float], coach: str) -> list[BlamePair]:
     """The pairs of one coach: each corrupted replay against the original replay of the same action."""
-    spec = get_env_spec(run.config.env.type)
+    spec = run.config.env_spec
     by_id = {trajectory.id: trajectory for trajectory in replays}
     pairs = []
     for plan in plans:

@@ -67,13 +67,12 @@ def parse_coaches(specs: list[str] | None) -> dict[str, list[str]]:
 def cmd_coach_check(args: argparse.Namespace) -> int:
     from mappa.blame.check import coach_configs, sample_trajectories
     from mappa.cli.commands import run_logged
-    from mappa.envs.registry import get_env_spec
     from mappa.storage.run import Run
 
     run = Run.open(args.root, args.run_id)  # fails fast, before Ray or Prefect start
     coaches = parse_coaches(args.coach)
     coach_configs(run, coaches)  # a bad coach setting stops here, before any model loads
-    seats = list(args.seats or get_env_spec(run.config.env.type).seats)
+    seats = list(args.seats or run.config.env_spec.seats)
     unknown = sorted(set(seats) - set(run.config.agents))
     if unknown:
         raise ValueError(f"--seats {', '.join(unknown)}: the run's seats are {', '.join(run.config.agents)}")

@@ -15,19 +15,20 @@ from mappa.coach.expected import LogprobFn
 from mappa.coach.prompt import load_template
 from mappa.config import CoachConfig
 from mappa.config.coach_registry import CoachInputs, get_coach_spec
+from mappa.envs.spec import EnvSpec
 
 
 def build_coach(
     config: CoachConfig,
     chat_fn: ChatFn | None = None,
-    env_type: str | None = None,
+    env: EnvSpec | None = None,
     logprob_fn: LogprobFn | None = None,
     cache: AnswerCache | None = None,
     grouped_logprob_fn: GroupedLogprobFn | None = None,
 ) -> Coach:
-    """The coach `config.type` names; `env_type` (the run's `env.type`) gives the rubric its rules; LLM
+    """The coach `config.type` names; `env` (the run's `RunConfig.env_spec`) gives the rubric its rules; LLM
     coaches answer from `cache` first and store their new answers in it."""
-    inputs = CoachInputs(env_type, chat_fn, logprob_fn, grouped_logprob_fn)
+    inputs = CoachInputs(env, chat_fn, logprob_fn, grouped_logprob_fn)
     coach = get_coach_spec(config.type).build(config, inputs)
     if isinstance(coach, LLMCoach):
         coach.cache = cache

@@ -29,7 +29,6 @@ from mappa.coach.score_agreement import agreement_by_agent, coach_bias_report
 from mappa.config import CoachConfig
 from mappa.core.types import ActionScore, Trajectory
 from mappa.envs.outcome_summary import coach_score_by_kind
-from mappa.envs.registry import get_env_spec
 from mappa.storage.run import Run
 
 DRIFT_WINDOW = 3
@@ -63,11 +62,10 @@ def rubric_agreement(
 ) -> dict[str, float | None] | None:
     """How far another coach agrees with the explicit rules on the same actions, per agent (None for the
     rubric itself, and for an env without a rubric)."""
-    env_type = run.config.env.type
-    spec = get_env_spec(env_type)
+    spec = run.config.env_spec
     if coach_config.type == "rubric" or spec.rubric is None:
         return None
-    rubric = build_coach(coach_config.model_copy(update={"type": "rubric"}), None, env_type)
+    rubric = build_coach(coach_config.model_copy(update={"type": "rubric"}), None, spec)
     ruled = asyncio.run(
         score_trajectories(rubric, trajectories, spec.roles, coach_config, reference_fn=spec.coach_reference)
     )

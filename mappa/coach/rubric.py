@@ -5,7 +5,7 @@ The rules are the env's (`EnvSpec.rubric`: one rule per seat, e.g. `mappa.envs.m
 rule that fired. Rules marked [gt] look at the outcome and apply only where the request carries ground
 truth (`coach.use_ground_truth`); without it the rubric judges the action alone.
 
-`COACH` declares the type: no model, no template, no endpoint; its `build` needs the run's `env.type`.
+`COACH` declares the type: no model, no template, no endpoint; its `build` needs the run's env spec.
 
 Not covered: an env without a rubric (`EnvSpec.rubric` None): it trains with an LLM coach or the outcome
 coach, and the config says so before a run starts.
@@ -18,21 +18,20 @@ from mappa.coach.prompt import CoachRequest
 from mappa.config import CoachConfig
 from mappa.config.coach_registry import CoachInputs, CoachSpec
 from mappa.core.types import ActionScore
-from mappa.envs.registry import get_env_spec
+from mappa.envs.spec import EnvSpec
 
 
 class RubricCoach:
     """Scores each action with its env's seat rule; needs requests built by `build_requests`."""
 
-    def __init__(self, use_ground_truth: bool, env_type: str) -> None:
-        spec = get_env_spec(env_type)
+    def __init__(self, use_ground_truth: bool, spec: EnvSpec) -> None:
         if spec.rubric is None:
             raise ValueError(
-                f"env `{env_type}` has no rubric (EnvSpec.rubric): use coach.type=local or openai (an LLM "
+                f"env `{spec.type}` has no rubric (EnvSpec.rubric): use coach.type=local or openai (an LLM "
                 "coach) or coach.type=outcome"
             )
         self.use_ground_truth = use_ground_truth
-        self.env_type = env_type
+        self.env_type = spec.type
         self.model_name = f"rubric:{spec.type}"
         self._rules = spec.rubric()
 
@@ -57,9 +56,9 @@ class RubricCoach:
 
 
 def build(config: CoachConfig, inputs: CoachInputs) -> Coach:
-    if inputs.env_type is None:
-        raise ValueError("the rubric coach's rules are its env's: pass build_coach the run's env.type")
-    return RubricCoach(config.use_ground_truth, inputs.env_type)
+    if inputs.env is None:
+        raise ValueError("the rubric coach's rules are its env's: pass build_coach the run's env spec")
+    return RubricCoach(config.use_ground_truth, inputs.env)
 
 
 COACH = CoachSpec(

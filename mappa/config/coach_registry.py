@@ -15,8 +15,8 @@ empty-action rule (`mappa.coach.score`) and the team card. A spec is found by `c
 
 A spec is loaded the first time it is asked for and kept. A name that is none of these, or a plug-in that
 fails to import or holds no `CoachSpec`, raises `CoachNotFound` / `CoachPluginError` with one line naming
-the coach, the package and what failed (as `mappa.envs.registry` does for envs). A new coach is one module,
-plus its config section when it has settings of its own (docs/coaches.md, "A new coach"):
+the coach, the package and what failed (the lookup all plug-ins share: `mappa.core.plugins`). A new coach
+is one module, plus its config section when it has settings of its own (docs/coaches.md, "A new coach"):
 
     class LengthConfig(CoachConfig):             # optional: the settings `coach:` may add for this type
         per_char: float = 0.5
@@ -32,12 +32,13 @@ are loaded by name (`importlib`), never imported here. Not covered: the scoring 
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from functools import cache
-from importlib.metadata import entry_points
 from typing import Any
+
+from mappa.core.plugins import PluginKind, load_plugin, registered_plugins
+from mappa.envs.spec import EnvSpec
 
 ENTRY_POINT_GROUP = "mappa.coaches"
 BUILTIN_COACHES = {
@@ -52,8 +53,8 @@ BUILTIN_COACHES = {
 class CoachInputs:
     """What the caller of `build_coach` hands a coach's `build`, beside its config section."""
 
-    env_type: str | None = None
-    """The run's `env.type` (the rubric coach's rules are its env's)."""
+    env: EnvSpec | None = None
+    """The run's env (`RunConfig.env_spec`): the rubric coach's rules are its env's."""
     chat_fn: Callable[..., Awaitable[Any]] | None = None
     """For a coach that `runs_local_model`: the coach engine's batch chat (`mappa.coach.base.ChatFn`)."""
     logprob_fn: Callable[..., Awaitable[Any]] | None = None
@@ -107,46 +108,24 @@ class CoachPluginError(ValueError):
 
 def registered_coaches() -> dict[str, str]:
     """Every coach `coach.type` can name, by name: the built-ins, then the installed plug-ins."""
-    plugins = {ep.name: ep.value for ep in entry_points(group=ENTRY_POINT_GROUP)}
-    return {**plugins, **BUILTIN_COACHES}
+    return registered_plugins(COACHES)
 
 
 @cache
 def get_coach_spec(coach_type: str) -> CoachSpec:
-    target, origin = _target(coach_type)
-    module_name, _, attribute = target.partition(":")
-    try:
-        module = importlib.import_module(module_name)
-    except Exception as exc:  # a plug-in's import error, whatever it is, is reported in one line
-        raise CoachPluginError(
-            f"coach {coach_type!r} ({origin}): importing {module_name} failed: {type(exc).__name__}: {exc}"
-        ) from exc
-    spec = getattr(module, attribute, None) if attribute else None
-    if callable(spec) and not isinstance(spec, CoachSpec):
-        spec = spec()  # a factory returning the spec
-    if not isinstance(spec, CoachSpec):
-        found = "nothing" if spec is None else type(spec).__name__
-        raise CoachPluginError(
-            f"coach {coach_type!r} ({origin}): {target} holds {found}, not a "
-            "mappa.config.coach_registry.CoachSpec; point it at the module's CoachSpec, as "
-            "`package.module:COACH`"
-        )
-    return spec
+    return load_plugin(COACHES, coach_type)
 
 
-def _target(coach_type: str) -> tuple[str, str]:
-    """(`module:attribute`, where that came from, for messages)."""
-    if coach_type in BUILTIN_COACHES:
-        return BUILTIN_COACHES[coach_type], "built in"
-    for ep in entry_points(group=ENTRY_POINT_GROUP, name=coach_type):
-        package = ep.dist.name if ep.dist is not None else "an installed package"
-        return ep.value, f"registered by package {package} as {ep.value}"
-    if ":" in coach_type:
-        return coach_type, "an import path"
-    known = ", ".join(sorted(registered_coaches()))
-    raise CoachNotFound(
-        f"unknown coach type {coach_type!r}: coaches are {known} (built in, or registered by installed "
-        f"packages in the entry-point group {ENTRY_POINT_GROUP!r}), or an import path "
-        "`package.module:COACH`; check the spelling, or install the package that provides it "
-        "(pip install -e path/to/it)"
-    )
+COACHES = PluginKind(
+    label="coach",
+    setting="coach type",
+    plural="coaches",
+    group=ENTRY_POINT_GROUP,
+    holds=CoachSpec,
+    holds_name="mappa.config.coach_registry.CoachSpec",
+    holds_noun="CoachSpec",
+    attribute="COACH",
+    not_found=CoachNotFound,
+    plugin_error=CoachPluginError,
+    builtins=BUILTIN_COACHES,
+)

@@ -23,7 +23,7 @@ from mappa.config.section import Section
 from mappa.config.storage import StorageConfig
 from mappa.config.training import AgentConfig, AlgoConfig, EngineConfig, RolloutConfig, TrainerConfig
 from mappa.core.baseline_registry import get_baseline
-from mappa.envs.registry import DEFAULT_ENV
+from mappa.envs.registry import DEFAULT_ENV, get_env_spec
 from mappa.envs.spec import EnvSection, EnvSpec
 
 # Settings that change how a run is executed, not what it computes: left out of the config hash, so a run
@@ -42,7 +42,7 @@ class RunConfig(Section):
     name: str = "run"
     seed: int = 0
     iterations: int = Field(2, ge=1)
-    env: SerializeAsAny[EnvSection] = Field(default_factory=lambda: _env_spec(DEFAULT_ENV).config())
+    env: SerializeAsAny[EnvSection] = Field(default_factory=lambda: get_env_spec(DEFAULT_ENV).config())
     """The env's own section: its model is the env's (`EnvSpec.config`), chosen by `env.type`."""
     agents: dict[str, AgentConfig]
     coach: SerializeAsAny[CoachConfig] = Field(default_factory=CoachConfig)
@@ -74,7 +74,7 @@ class RunConfig(Section):
         if not isinstance(value, dict):
             raise ValueError(f"env must be a section (a mapping with `type:`), not {type(value).__name__}")
         env_type = value.get("type", DEFAULT_ENV)
-        return _env_spec(env_type).config.model_validate({**value, "type": env_type})
+        return get_env_spec(env_type).config.model_validate({**value, "type": env_type})
 
     @field_validator("coach", mode="before")
     @classmethod
@@ -106,7 +106,7 @@ class RunConfig(Section):
         env_type = (env.get("type") if isinstance(env, dict) else getattr(env, "type", None)) or DEFAULT_ENV
         if (coach is None or isinstance(coach, dict)) and "template" not in (coach or {}):
             try:
-                template = _env_spec(env_type).coach_template
+                template = get_env_spec(env_type).coach_template
             except ValueError:
                 return data  # the env's own validator reports it
             if template is not None:
@@ -120,7 +120,7 @@ class RunConfig(Section):
 
     @model_validator(mode="after")
     def _rubric_exists(self, info: ValidationInfo) -> RunConfig:
-        if self.coach.type == "rubric" and _env_spec(self.env.type).rubric is None:
+        if self.coach.type == "rubric" and self.env_spec.rubric is None:
             origins = origins_in(info.context)
             where = f" (from {origins.of('coach.type')})" if origins else ""
             raise ValueError(
@@ -195,13 +195,20 @@ class RunConfig(Section):
 
     @model_validator(mode="after")
     def _agents_match_env(self) -> RunConfig:
-        seats = _env_spec(self.env.type).seats  # the env decides its seats
+        seats = self.env_spec.seats  # the env decides its seats
         if set(self.agents) != set(seats):
             raise ValueError(
                 f"env `{self.env.type}` has seats {list(seats)}, but agents lists {list(self.agents)}; "
                 f"give one entry per seat under `agents:`"
             )
         return self
+
+    @property
+    def env_spec(self) -> EnvSpec:
+        """The env `env.type` names: its seats, problems, rollout and grading. Resolved once per process,
+        when the config is validated (the registry keeps the spec it loaded), and handed on from here: the
+        rest of mappa takes the spec, not `env.type`. Not a field: it is neither dumped nor hashed."""
+        return get_env_spec(self.env.type)
 
     def config_hash(self) -> str:
         """A short stable hash of what decides a run's results (`OPERATIONAL_FIELDS` excluded), so a run
@@ -227,9 +234,3 @@ def _reads_template(coach_type: Any) -> bool:
         return get_coach_spec(coach_type).reads_template
     except (ValueError, TypeError):
         return False
-
-
-def _env_spec(env_type: str) -> EnvSpec:
-    from mappa.envs.registry import get_env_spec  # imported when asked: loading an env loads its module
-
-    return get_env_spec(env_type)

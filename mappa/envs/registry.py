@@ -10,16 +10,17 @@
 A spec is loaded the first time it is asked for and kept. A name that is none of these, or a plug-in that
 fails to import or holds no `EnvSpec`, raises `EnvNotFound` / `EnvPluginError` with one line naming the env,
 the package and what failed; where mappa's own entry points are missing (the source tree is not
-installed, or its metadata predates them) the line says to install it. What a spec holds: `mappa.envs.spec`.
+installed, or its metadata predates them) the line says to install it. The lookup itself is the one all
+plug-ins share (`mappa.core.plugins`). A run resolves its env once, from its config (`RunConfig.env_spec`),
+and hands the spec to what needs it; nothing else asks for an env by name. What a spec holds:
+`mappa.envs.spec`.
 """
 
 from __future__ import annotations
 
-import importlib
 from functools import cache
-from importlib.metadata import entry_points
 
-from mappa.core.types import Problem
+from mappa.core.plugins import PluginKind, load_plugin, provider, registered_plugins
 from mappa.envs.spec import EnvSpec
 
 ENTRY_POINT_GROUP = "mappa.envs"
@@ -38,63 +39,42 @@ class EnvPluginError(ValueError):
 
 def registered_envs() -> dict[str, str]:
     """Every env `env.type` can name, by name: the installed packages' entry points (`module:attr`)."""
-    return {ep.name: ep.value for ep in entry_points(group=ENTRY_POINT_GROUP)}
+    return registered_plugins(ENVS)
 
 
 def registering_package(env_type: str) -> str | None:
     """The distribution that registers `env_type` (mappa's own envs: `mappa`), or None where none does."""
-    for ep in entry_points(group=ENTRY_POINT_GROUP, name=env_type):
-        return ep.dist.name if ep.dist is not None else "an installed package"
-    return None
-
-
-def env_seats(env_type: str) -> tuple[str, ...]:
-    return get_env_spec(env_type).seats
+    return provider(ENTRY_POINT_GROUP, env_type)
 
 
 @cache
 def get_env_spec(env_type: str) -> EnvSpec:
-    target, origin = _target(env_type)
-    module_name, _, attribute = target.partition(":")
-    try:
-        module = importlib.import_module(module_name)
-    except Exception as exc:  # a plug-in's import error, whatever it is, is reported in one line
-        raise EnvPluginError(
-            f"env {env_type!r} ({origin}): importing {module_name} failed: {type(exc).__name__}: {exc}"
-        ) from exc
-    spec = getattr(module, attribute, None) if attribute else None
-    if callable(spec) and not isinstance(spec, EnvSpec):
-        spec = spec()  # a factory returning the spec
-    if not isinstance(spec, EnvSpec):
-        found = "nothing" if spec is None else type(spec).__name__
-        raise EnvPluginError(
-            f"env {env_type!r} ({origin}): {target} holds {found}, not a mappa.envs.spec.EnvSpec; point it "
-            "at the module's EnvSpec, as `package.module:SPEC`"
-        )
-    return spec
+    """The spec `env_type` names, loaded once and kept. A run resolves it once, from its config
+    (`RunConfig.env_spec`), and hands the spec on."""
+    return load_plugin(ENVS, env_type)
 
 
-def load_env_problems(env_type: str, source: str) -> list[Problem]:
-    """The problems of `source` (an env's `train_data` / `eval_data` value) for env `env_type`."""
-    return get_env_spec(env_type).load_problems(source)
-
-
-def _target(env_type: str) -> tuple[str, str]:
-    """(`module:attribute`, where that came from, for messages)."""
-    for ep in entry_points(group=ENTRY_POINT_GROUP, name=env_type):
-        package = ep.dist.name if ep.dist is not None else "an installed package"
-        return ep.value, f"registered by package {package} as {ep.value}"
-    if ":" in env_type:
-        return env_type, "an import path"
-    registered = registered_envs()
-    if MAPPA_DISTRIBUTION not in map(registering_package, registered):
-        raise EnvNotFound(
-            f"unknown env type {env_type!r}: mappa's own envs are not registered (the entry-point group "
-            f"{ENTRY_POINT_GROUP!r} of the installed mappa is missing: this source tree is not installed, or "
-            "its install predates them); run `pip install -e .` in the mappa checkout (or ./scripts/setup.sh)"
-        )
-    raise EnvNotFound(
-        f"unknown env type {env_type!r}: envs are {', '.join(sorted(registered))} (registered by installed "
-        f"packages in the entry-point group {ENTRY_POINT_GROUP!r}), or an import path `package.module:SPEC`; "
-        "check the spelling, or install the package that provides it (pip install -e path/to/it)"
+def _mappa_not_installed(env_type: str) -> str | None:
+    """The message for an unknown env where mappa's own envs are not registered (None where they are)."""
+    if MAPPA_DISTRIBUTION in map(registering_package, registered_envs()):
+        return None
+    return (
+        f"unknown env type {env_type!r}: mappa's own envs are not registered (the entry-point group "
+        f"{ENTRY_POINT_GROUP!r} of the installed mappa is missing: this source tree is not installed, or "
+        "its install predates them); run `pip install -e .` in the mappa checkout (or ./scripts/setup.sh)"
     )
+
+
+ENVS = PluginKind(
+    label="env",
+    setting="env type",
+    plural="envs",
+    group=ENTRY_POINT_GROUP,
+    holds=EnvSpec,
+    holds_name="mappa.envs.spec.EnvSpec",
+    holds_noun="EnvSpec",
+    attribute="SPEC",
+    not_found=EnvNotFound,
+    plugin_error=EnvPluginError,
+    unknown_hint=_mappa_not_installed,
+)

@@ -21,7 +21,6 @@ from prefect import runtime as prefect_runtime
 from mappa.cluster.ray_cluster import COACH, HOST, release_workers
 from mappa.config import load_config, override_config
 from mappa.envs.overlap import overlap_report
-from mappa.envs.registry import load_env_problems
 from mappa.flows.prefect_outage import Outage, crash_abandoned_subflows
 from mappa.flows.stage_tasks import configure_stage
 from mappa.flows.summary import run_summary
@@ -170,8 +169,8 @@ def evaluate_iteration(outage: Outage, run: Run, iteration: int, logger, after):
 def record_overlap(run: Run) -> None:
     """`RUN/data_overlap.json`: the held-out problems that repeat training ones (`mappa.envs.overlap`)
     and what `env.overlap` did; a warning line when there are any."""
-    env = run.config.env
-    train, held_out = (load_env_problems(env.type, source) for source in (env.train_data, env.eval_data))
+    env, spec = run.config.env, run.config.env_spec
+    train, held_out = (spec.load_problems(source) for source in (env.train_data, env.eval_data))
     report = {**overlap_report(train, held_out), "policy": env.overlap}
     run.store.write_json(report, run.run_id, "data_overlap.json")
     if report["overlapping"]:

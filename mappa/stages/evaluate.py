@@ -34,7 +34,6 @@ from mappa.config import RunConfig
 from mappa.core.types import Problem, Trajectory
 from mappa.envs.outcome_summary import summarize_by_kind
 from mappa.envs.overlap import find_overlap
-from mappa.envs.registry import get_env_spec, load_env_problems
 from mappa.envs.spec import EnvSpec
 from mappa.inference.engine import SamplingParams
 from mappa.reporting.progress import StageProgress
@@ -161,13 +160,13 @@ def held_out_problems(run: Run, config: RunConfig | None = None) -> tuple[list[P
     held-out problems `env.overlap: drop` left out for repeating training problems (0 under `warn` and
     `error`)."""
     config = config or run.config
-    env = config.env
-    problems = load_env_problems(env.type, env.eval_data)
+    env, spec = config.env, config.env_spec
+    problems = spec.load_problems(env.eval_data)
     if not problems:
         raise ValueError(f"env.eval_data {env.eval_data} holds no problems; point it at a held-out data set")
     dropped = 0
     if env.overlap == "drop":
-        repeated = {o.eval_id for o in find_overlap(load_env_problems(env.type, env.train_data), problems)}
+        repeated = {o.eval_id for o in find_overlap(spec.load_problems(env.train_data), problems)}
         kept = [p for p in problems if p.id not in repeated]
         if not kept:
             raise ValueError(f"every problem of env.eval_data {env.eval_data} repeats a training problem")
@@ -227,7 +226,7 @@ def evaluate_iteration(
     weights = "the base weights" if iteration == BASE else f"the checkpoint of iteration {iteration}"
     trajectories = roll_out(run, pairs, iteration + 1, params, progress, "weights", f"evaluating {weights}")
     generated = time.perf_counter() - started
-    results = results_frame(trajectories, get_env_spec(config.env.type))
+    results = results_frame(trajectories, config.env_spec)
     frame = trajectories_to_frame(trajectories, iteration)
     run.store.write_parquet(frame, *evaluation_parts(run, iteration, TRAJECTORIES, stage))
     run.store.write_parquet(results, *output_parts(run, iteration, stage))

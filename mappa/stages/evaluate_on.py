@@ -22,7 +22,6 @@ from pathlib import Path, PurePosixPath
 import yaml
 
 from mappa.config import RunConfig, apply_overrides, dump_config, validate_config
-from mappa.envs.registry import load_env_problems
 from mappa.stages.evaluate import RESULTS, describe, evaluate_iteration
 from mappa.stages.stage import REGISTRY, Stage, register
 from mappa.storage.run import Run, validate_run_id
@@ -88,7 +87,7 @@ def check_evaluation_set(run: Run, data: str, name: str | None = None, problems:
 def evaluation_set_config(run: Run, data: str, problems: int | None) -> RunConfig:
     """The run's config evaluating `data` (its first `problems`, by default all of them)."""
     source = resolved_source(data)
-    available = len(load_env_problems(run.config.env.type, source))  # a ValueError names the file
+    available = len(run.config.env_spec.load_problems(source))  # a ValueError names the file
     count = available if problems is None else min(problems, available)
     overrides = [f"env.eval_data={source}", f"rollout.eval_problems={count}"]
     return validate_config(apply_overrides(run.config.model_dump(mode="json"), overrides), "--eval-data")

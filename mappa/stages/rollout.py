@@ -20,7 +20,6 @@ from mappa.cluster.rank_group import split_evenly
 from mappa.cluster.ray_cluster import agent_workers
 from mappa.core.types import Problem, Trajectory
 from mappa.envs.outcome_summary import summarize_by_kind
-from mappa.envs.registry import get_env_spec, load_env_problems
 from mappa.envs.spec import EnvSpec
 from mappa.inference.engine import Generation, SamplingParams
 from mappa.reporting.progress import StageProgress
@@ -66,7 +65,7 @@ def seat_params(run: Run, spec: EnvSpec, name: str, params: SamplingParams) -> S
 
 def build_agents(run: Run, workers: dict[str, Any], params: SamplingParams) -> dict[str, Agent]:
     """One agent per seat, each with its seat's sampling settings (`seat_params`)."""
-    spec = get_env_spec(run.config.env.type)
+    spec = run.config.env_spec
     return {
         name: Agent(name, spec.roles[name], remote_chat(workers[name]), seat_params(run, spec, name, params))
         for name in spec.seats
@@ -98,7 +97,7 @@ def roll_out(
     of the checkpoint the workers load, and who asks (`agent_workers`)."""
     workers = agent_workers(run, iteration, need, purpose or f"the rollout of iteration {iteration}")
     agents = build_agents(run, workers, params)
-    spec = get_env_spec(run.config.env.type)
+    spec = run.config.env_spec
 
     progress = progress or StageProgress("rollout", iteration, len(problems), "trajectories")
 
@@ -122,7 +121,7 @@ def roll_out_iteration(run: Run, iteration: int) -> dict[str, Any]:
     """Roll out iteration `iteration`'s training problems; write trajectories.parquet and the manifest."""
     started = time.perf_counter()
     config = run.config
-    train = load_env_problems(config.env.type, config.env.train_data)
+    train = config.env_spec.load_problems(config.env.train_data)
     chosen = select_problems(train, config.rollout.problems_per_iteration, config.seed, iteration)
     pairs = [
         (f"{iteration_name(iteration)}-{p.id}-s{s}", p)

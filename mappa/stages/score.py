@@ -26,7 +26,6 @@ from mappa.coach.diagnostics import diagnose
 from mappa.coach.score import score_trajectories
 from mappa.config import CoachConfig
 from mappa.core.types import UNSCORED, ActionScore
-from mappa.envs.registry import get_env_spec
 from mappa.stages.stage import Stage, output_parts, register, write_manifest
 from mappa.storage.frames import frame_to_trajectories, read_scores, scores_to_frame
 from mappa.storage.run import OUTPUTS, Run
@@ -87,7 +86,7 @@ def score_actions(
     coach_config = coach_config.for_iteration(iteration)  # the template its schedule gives this iteration
     trajectories = frame_to_trajectories(run.store.read_parquet(*output_parts(run, iteration, "rollout")))
     coach, cache = stage_coach(run, coach_config, worker_name)
-    spec = get_env_spec(run.config.env.type)
+    spec = run.config.env_spec
     known = kept_verdicts(run, iteration, fallbacks_of) if fallbacks_of else {}
     scores = asyncio.run(
         score_trajectories(
@@ -123,7 +122,7 @@ def stage_coach(run: Run, coach_config: CoachConfig, worker_name: str) -> tuple[
         local_coach_fns(run, coach_config, worker_name) if local else (None, None, None)
     )
     cache = AnswerCache(run.store, run.run_id, coach_config.model, cache_settings(coach_config))
-    coach = build_coach(coach_config, chat_fn, run.config.env.type, logprob_fn, cache, grouped_fn)
+    coach = build_coach(coach_config, chat_fn, run.config.env_spec, logprob_fn, cache, grouped_fn)
     return coach, cache
 
 

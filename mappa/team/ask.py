@@ -107,7 +107,6 @@ def ask_team(
 ) -> Asked:
     """The team of `run` at checkpoint `iteration` (or the export in `exported`) on `question`; graded
     against `answer` where one is given; each action scored by the run's coach with `coach`."""
-    from mappa.envs.registry import get_env_spec
     from mappa.inference.engine import SamplingParams
     from mappa.stages.rollout import build_agents, sandbox_limits
     from mappa.team.in_process import seat_worker
@@ -124,7 +123,7 @@ def ask_team(
         seed=config.seed,
     )
     agents = build_agents(run, workers, params)
-    spec = get_env_spec(config.env.type)
+    spec = config.env_spec
     problem = Problem(ASK_ID, question, "" if answer is None else answer)
     runs = spec.run([(ASK_ID, problem)], agents, sandbox_limits(run), config.env)
     trajectory = asyncio.run(runs)[0]
@@ -138,7 +137,6 @@ def _coach_scorer(run: Run, iteration: int):
     """An async function scoring one trajectory's actions with the run's coach (a local one loaded here)."""
     from mappa.coach.build import build_coach
     from mappa.coach.score import score_trajectories
-    from mappa.envs.registry import get_env_spec
     from mappa.stages.score import coach_fns
     from mappa.team.in_process import coach_worker
 
@@ -147,8 +145,8 @@ def _coach_scorer(run: Run, iteration: int):
     if coach_config.runs_local_model:
         fns = coach_fns(coach_worker(run, coach_config), coach_config, run.config.seed)
     chat_fn, logprob_fn, grouped_fn = fns
-    coach = build_coach(coach_config, chat_fn, run.config.env.type, logprob_fn, None, grouped_fn)
-    spec = get_env_spec(run.config.env.type)
+    spec = run.config.env_spec
+    coach = build_coach(coach_config, chat_fn, spec, logprob_fn, None, grouped_fn)
 
     async def score(trajectory: Trajectory) -> list[ActionScore]:
         return await score_trajectories(

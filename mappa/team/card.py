@@ -73,9 +73,7 @@ def team_facts(run: Run, iteration: int, dtype: str) -> dict[str, Any]:
 
 
 def role_of(run: Run, seat: str) -> str:
-    from mappa.envs.registry import get_env_spec
-
-    return get_env_spec(run.config.env.type).roles[seat]
+    return run.config.env_spec.roles[seat]
 
 
 def training_of(agent, iteration: int) -> str:

@@ -31,9 +31,7 @@ BASE = -1
 
 def seats_in_order(run: Run) -> tuple[str, ...]:
     """The run's seats in the env's acting order (a stored config lists its agents sorted by name)."""
-    from mappa.envs.registry import get_env_spec
-
-    return get_env_spec(run.config.env.type).seats
+    return run.config.env_spec.seats
 
 
 def trainable_seats(run: Run) -> list[str]:

@@ -5,7 +5,6 @@ computation subtracts; the config checks its samples; unknown or broken names ar
 from __future__ import annotations
 
 from collections.abc import Sequence
-from importlib.metadata import EntryPoint
 
 import pytest
 import torch
@@ -76,14 +75,8 @@ def test_the_advantages_subtract_the_estimator_the_config_names(baseline, return
     assert [e.advantages[0] for e in experiences] == pytest.approx([-(1.5**0.5), 0.0, 1.5**0.5], abs=1e-6)
 
 
-def test_an_estimator_registered_under_a_name_is_found_by_it(monkeypatch):
-    entry = EntryPoint(name="loo", value=f"{HERE}:BASELINE", group=baseline_registry.ENTRY_POINT_GROUP)
-
-    def entry_points(group, name=None):
-        found = [entry] if group == baseline_registry.ENTRY_POINT_GROUP else []
-        return [ep for ep in found if name in (None, ep.name)]
-
-    monkeypatch.setattr(baseline_registry, "entry_points", entry_points)
+def test_an_estimator_registered_under_a_name_is_found_by_it(register_entry_point):
+    register_entry_point(baseline_registry.ENTRY_POINT_GROUP, "loo", f"{HERE}:BASELINE")
     get_baseline.cache_clear()
     try:
         assert "loo" in baseline_registry.registered_baselines()

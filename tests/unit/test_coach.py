@@ -20,6 +20,8 @@ from mappa.coach.score import score_trajectories
 from mappa.coach.score_agreement import coach_bias_report
 from mappa.config import CoachConfig
 from mappa.core.types import Action, ActionScore, Problem, ToolResult, Trajectory
+from mappa.envs.dsbench import SPEC as DSBENCH
+from mappa.envs.mathchat import SPEC as MATHCHAT
 
 ROLES = {
     "solver": "Problem Solver: reasons step by step.",
@@ -253,7 +255,7 @@ def test_long_rationale_is_trimmed():
 
 def _rubric(trajectory: Trajectory, use_ground_truth: bool) -> list[ActionScore]:
     requests = build_requests(trajectory, "task", ROLES, "mathchat", use_ground_truth)
-    return asyncio.run(RubricCoach(use_ground_truth, "mathchat").score(requests))
+    return asyncio.run(RubricCoach(use_ground_truth, MATHCHAT).score(requests))
 
 
 def _rules(scores: list[ActionScore]) -> list[tuple[str, float]]:
@@ -334,14 +336,12 @@ def test_rubric_is_deterministic_and_needs_the_data():
     trajectory = _trajectory(correct=False, final="20", verifier="\\boxed{20}")
     assert _rubric(trajectory, True) == _rubric(trajectory, True)
     with pytest.raises(ValueError, match="needs the action and trajectory"):
-        asyncio.run(RubricCoach(False, "mathchat").score([_request(0)]))
+        asyncio.run(RubricCoach(False, MATHCHAT).score([_request(0)]))
     odd = build_requests(trajectory, "task", {**ROLES, "critic": "extra"}, "mathchat", False)
     odd = [CoachRequest(**{**odd[0].__dict__, "agent": "critic"})]
     with pytest.raises(ValueError, match="no rule for agent `critic`"):
-        asyncio.run(RubricCoach(False, "mathchat").score(odd))
-    with pytest.raises(ValueError, match="unknown env type 'nosuch'"):
-        RubricCoach(False, env_type="nosuch")
-    assert RubricCoach(False, env_type="dsbench").model_name == "rubric:dsbench"  # loaded on demand
+        asyncio.run(RubricCoach(False, MATHCHAT).score(odd))
+    assert RubricCoach(False, DSBENCH).model_name == "rubric:dsbench"
 
 
 # --- build, score, bias ------------------------------------------------------------------------------
@@ -349,8 +349,8 @@ def test_rubric_is_deterministic_and_needs_the_data():
 
 def test_build_coach_by_type(monkeypatch):
     rubric = CoachConfig(type="rubric", use_ground_truth=True)
-    assert isinstance(build_coach(rubric, env_type="mathchat"), RubricCoach)
-    with pytest.raises(ValueError, match="pass build_coach the run's env.type"):
+    assert isinstance(build_coach(rubric, env=MATHCHAT), RubricCoach)
+    with pytest.raises(ValueError, match="pass build_coach the run's env spec"):
         build_coach(rubric)
     with pytest.raises(ValueError, match="needs a chat_fn"):
         build_coach(CoachConfig(type="local"))
@@ -387,9 +387,7 @@ def test_score_trajectories_and_bias_report():
         ),
     ]
     config = CoachConfig(type="rubric", use_ground_truth=True)
-    scores = asyncio.run(
-        score_trajectories(build_coach(config, env_type="mathchat"), trajectories, ROLES, config)
-    )
+    scores = asyncio.run(score_trajectories(build_coach(config, env=MATHCHAT), trajectories, ROLES, config))
     assert [s.action_id for s in scores] == ["ok/0", "ok/1", "ok/2", "bad/0", "bad/1", "bad/2"]
     report = coach_bias_report(scores, trajectories)
     assert report["mean_by_agent"] == {"executor": 5.5, "solver": 5.5, "verifier": 6.5}

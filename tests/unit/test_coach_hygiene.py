@@ -18,6 +18,7 @@ from mappa.coach.prompt import build_requests, load_template, strip_reasoning
 from mappa.coach.score import score_trajectories, unusable_output
 from mappa.config import CoachConfig
 from mappa.core.types import Trajectory
+from mappa.envs.mathchat import SPEC as MATHCHAT
 
 
 @pytest.mark.parametrize(
@@ -117,6 +118,6 @@ def test_rubric_and_outcome_coaches_keep_their_own_rules():
 
     for kind in ("rubric", "outcome"):
         config = CoachConfig(type=kind, use_ground_truth=True)
-        coach = build_coach(config, env_type="mathchat")
+        coach = build_coach(config, env=MATHCHAT)
         scores = asyncio.run(score_trajectories(coach, [UNUSABLE], ROLES, config))
         assert "rule" not in {s.parse_status for s in scores}

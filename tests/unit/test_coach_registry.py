@@ -5,8 +5,6 @@ or broken coaches are one-line errors."""
 
 from __future__ import annotations
 
-from importlib.metadata import EntryPoint
-
 import pytest
 
 from mappa.coach.base import Coach
@@ -81,14 +79,8 @@ def test_a_coach_named_by_its_import_path_scores_a_runs_actions_in_the_score_sta
     assert other.config_hash() != config.config_hash()
 
 
-def test_a_coach_registered_under_a_name_is_found_by_it(monkeypatch):
-    entry = EntryPoint(name="length", value=f"{HERE}:COACH", group=coach_registry.ENTRY_POINT_GROUP)
-
-    def entry_points(group, name=None):
-        found = [entry] if group == coach_registry.ENTRY_POINT_GROUP else []
-        return [ep for ep in found if name in (None, ep.name)]
-
-    monkeypatch.setattr(coach_registry, "entry_points", entry_points)
+def test_a_coach_registered_under_a_name_is_found_by_it(register_entry_point):
+    register_entry_point(coach_registry.ENTRY_POINT_GROUP, "length", f"{HERE}:COACH")
     get_coach_spec.cache_clear()
     try:
         assert "length" in coach_registry.registered_coaches()

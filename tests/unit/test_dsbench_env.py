@@ -18,7 +18,7 @@ from mappa.envs.dsbench.task_sets import (
     task_to_problem,
     write_workspace,
 )
-from mappa.envs.dsbench.team import ROLES, SEATS, metrics_reference, run_dsbench
+from mappa.envs.dsbench.team import ROLES, SEATS, SPEC, metrics_reference, run_dsbench
 from mappa.inference.engine import SamplingParams
 from mappa.sandbox import SandboxLimits, bwrap_available
 
@@ -80,7 +80,7 @@ def _rubric(trajectory, use_ground_truth: bool) -> list[tuple[str, float]]:
         use_ground_truth,
         reference_fn=metrics_reference,
     )
-    scores = asyncio.run(RubricCoach(use_ground_truth, "dsbench").score(requests))
+    scores = asyncio.run(RubricCoach(use_ground_truth, SPEC).score(requests))
     return [(s.rationale.split(":")[0].removeprefix("rule "), s.score) for s in scores]
 
 

@@ -11,7 +11,7 @@ import textwrap
 import pytest
 
 from mappa.config import ConfigError, load_config
-from mappa.envs import registry
+from mappa.core import plugins
 from mappa.envs.registry import (
     EnvNotFound,
     EnvPluginError,
@@ -82,7 +82,7 @@ def test_mappa_registers_its_own_envs_through_the_entry_point_group():
 
 def test_a_mappa_without_its_entry_points_says_to_install_it(monkeypatch):
     """A source tree on PYTHONPATH but not installed (or installed before its envs became entry points)."""
-    monkeypatch.setattr(registry, "entry_points", lambda **selection: ())
+    monkeypatch.setattr(plugins, "entry_points", lambda **selection: ())
     get_env_spec.cache_clear()
     try:
         with pytest.raises(EnvNotFound) as caught:

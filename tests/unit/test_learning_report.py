@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from mappa.core.types import Problem
+from mappa.envs.mathchat import SPEC as MATHCHAT
 from mappa.envs.mathchat.kinds import problem_kind
 from mappa.envs.overlap import find_overlap
-from mappa.envs.registry import load_env_problems
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "benchmarks"))
@@ -73,16 +73,16 @@ def test_the_test_file_is_the_one_committed_before_tuning():
 
 
 def test_the_test_file_is_balanced_over_kinds_and_shares_nothing_with_training():
-    problems = load_env_problems("mathchat", str(TEST_FILE))
+    problems = MATHCHAT.load_problems(str(TEST_FILE))
     kinds = collections.Counter(problem_kind(p) for p in problems)
     assert len(problems) == 256 and len(kinds) == 12  # 4 operations x 3 forms
     assert min(kinds.values()) >= 21
-    train = load_env_problems("mathchat", "builtin:train-level1-mix")
+    train = MATHCHAT.load_problems("builtin:train-level1-mix")
     assert find_overlap(train, problems) == []
-    assert not {p.id for p in problems} & {p.id for p in load_env_problems("mathchat", str(VALIDATION_FILE))}
+    assert not {p.id for p in problems} & {p.id for p in MATHCHAT.load_problems(str(VALIDATION_FILE))}
 
 
 @pytest.mark.parametrize("path", [TEST_FILE, VALIDATION_FILE])
 def test_every_answer_of_the_held_out_files_is_an_integer(path):
-    for problem in load_env_problems("mathchat", str(path)):
+    for problem in MATHCHAT.load_problems(str(path)):
         assert problem.answer.lstrip("-").isdigit(), problem

@@ -9,8 +9,8 @@ import pytest
 from mappa.cli import main
 from mappa.config import load_config
 from mappa.core.types import Problem
+from mappa.envs.mathchat import SPEC as MATHCHAT
 from mappa.envs.overlap import find_overlap
-from mappa.envs.registry import load_env_problems
 from mappa.stages.evaluate import held_out_problems
 from mappa.storage.run import Run
 
@@ -43,7 +43,7 @@ def sources(tmp_path):
 
 
 def test_repeats_with_other_whitespace_and_numbering_are_found(sources):
-    train, held_out = (load_env_problems("mathchat", source) for source in sources)
+    train, held_out = (MATHCHAT.load_problems(source) for source in sources)
     found = {o.eval_id: (o.train_id, o.how) for o in find_overlap(train, held_out)}
     assert found == {
         "eval-0": ("train-0", "exact"),

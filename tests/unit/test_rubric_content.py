@@ -10,12 +10,13 @@ from test_coach import ROLES, _ran, _trajectory
 
 from mappa.coach.prompt import build_requests
 from mappa.coach.rubric import RubricCoach
+from mappa.envs.mathchat import SPEC as MATHCHAT
 from mappa.envs.mathchat.rubric import is_placeholder
 
 
 def _verdicts(trajectory, use_ground_truth: bool) -> list[tuple[str, float]]:
     requests = build_requests(trajectory, "task", ROLES, "mathchat", use_ground_truth)
-    scores = asyncio.run(RubricCoach(use_ground_truth, "mathchat").score(requests))
+    scores = asyncio.run(RubricCoach(use_ground_truth, MATHCHAT).score(requests))
     return [(s.rationale.split(":")[0].removeprefix("rule "), s.score) for s in scores]
 
 
