@@ -28,11 +28,10 @@ from typing import Any
 import torch
 
 from mappa.cluster.memory import release_freed_memory
-from mappa.cluster.shared_engine import SharedEngineClient
+from mappa.cluster.shared_engine import SharedEngineClient, vllm_engine_for
 from mappa.config import AlgoConfig, EngineConfig, LoraConfig, TrainerConfig
 from mappa.core.types import TrainSample
 from mappa.inference.engine import SamplingParams
-from mappa.inference.vllm_engine import vllm_engine_for
 from mappa.storage.checkpoints import OPTIMIZER_STATE, WRITTEN_LAST
 from mappa.storage.outage import StoreOutageError
 from mappa.storage.run import Run

@@ -26,7 +26,8 @@ import torch
 from mappa.cluster.memory import release_freed_memory
 from mappa.config import EngineConfig
 from mappa.inference.engine import Engine, Generation, SamplingParams
-from mappa.inference.vllm_engine import vllm_engine_for
+from mappa.inference.precision import resolve_bf16
+from mappa.inference.vllm_engine import VLLMEngine
 from mappa.models.prepare import resolve_model
 
 SHARED_ENGINE = "shared-engine"
@@ -95,3 +96,19 @@ class SharedEngineClient(Engine):
 
     def update_weights(self, state_dict: Mapping[str, torch.Tensor]) -> None:
         self.weights_changed()
+
+
+def vllm_engine_for(path: str, config: EngineConfig, seed: int, cpu_threads: int | None = None) -> VLLMEngine:
+    """A vLLM engine for the model at `path` with the run's engine settings (`engine.type: vllm`)."""
+    on_gpu = torch.cuda.is_available()
+    return VLLMEngine(
+        path,
+        dtype="auto" if on_gpu else ("bfloat16" if resolve_bf16(config.bf16_autocast) else "float32"),
+        tensor_parallel_size=config.tensor_parallel_size,
+        gpu_memory_utilization=config.gpu_memory_utilization,
+        max_model_len=config.max_model_len,
+        enforce_eager=config.enforce_eager,
+        seed=seed,
+        cpu_kv_cache_gb=config.cpu_kv_cache_gb,
+        cpu_threads=cpu_threads,
+    )

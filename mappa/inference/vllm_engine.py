@@ -31,9 +31,7 @@ from typing import Any
 
 import torch
 
-from mappa.config import EngineConfig
 from mappa.inference.engine import Engine, Generation, SamplingParams
-from mappa.inference.precision import resolve_bf16
 
 
 def import_vllm():
@@ -144,19 +142,3 @@ class VLLMEngine(Engine):
         """Load these weights into the serving model in place (names as the HF checkpoint's)."""
         self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": list(state_dict.items())})
         self.llm.reset_prefix_cache()  # cached KV blocks were computed with the old weights
-
-
-def vllm_engine_for(path: str, config: EngineConfig, seed: int, cpu_threads: int | None = None) -> VLLMEngine:
-    """A vLLM engine for the model at `path` with the run's engine settings (`engine.type: vllm`)."""
-    on_gpu = torch.cuda.is_available()
-    return VLLMEngine(
-        path,
-        dtype="auto" if on_gpu else ("bfloat16" if resolve_bf16(config.bf16_autocast) else "float32"),
-        tensor_parallel_size=config.tensor_parallel_size,
-        gpu_memory_utilization=config.gpu_memory_utilization,
-        max_model_len=config.max_model_len,
-        enforce_eager=config.enforce_eager,
-        seed=seed,
-        cpu_kv_cache_gb=config.cpu_kv_cache_gb,
-        cpu_threads=cpu_threads,
-    )
