@@ -5,8 +5,15 @@ import pytest
 from mappa_codepair.env import _passed, _with_tests
 from mappa_codepair.tasks import load_tasks
 
-from mappa.agents.tool_calls import extract_python_block
-from mappa.sandbox import SandboxLimits, run_python
+from mappa.envs.api import (
+    Action,
+    SandboxLimits,
+    Trajectory,
+    corruptions_for,
+    extract_python_block,
+    get_env_spec,
+    run_python,
+)
 
 LIMITS = SandboxLimits(timeout_s=30, memory_mb=1024)  # room for a busy machine: no test is about timeouts
 
@@ -39,10 +46,6 @@ def test_a_malformed_task_file_names_the_row_and_field(tmp_path):
 
 def test_the_blame_check_plants_this_packages_own_corruption():
     """A corruption declared by a plug-in env is found through the registry, with no edit in mappa/."""
-    from mappa.core.types import Action, Trajectory
-    from mappa.envs.corruption import corruptions_for
-    from mappa.envs.registry import get_env_spec
-
     spec = get_env_spec("codepair")  # the entry point this package registers
     square = next(p for p in load_tasks("builtin:train") if p.id == "square")
     coder = Action(

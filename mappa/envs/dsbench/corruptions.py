@@ -11,9 +11,7 @@ Not covered: subtler data mistakes (a wrong join, a scaled target).
 
 from __future__ import annotations
 
-from mappa.agents.tool_calls import replace_python_block
-from mappa.core.types import Action, Trajectory
-from mappa.envs.corruption import Corruption
+from mappa.envs.api import Action, Corruption, Trajectory, replace_python_block
 
 
 def _appended(action: Action, lines: str) -> str | None:

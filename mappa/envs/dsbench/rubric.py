@@ -28,9 +28,8 @@ sees only the final score).
 
 from __future__ import annotations
 
-from mappa.core.types import Action, Trajectory
+from mappa.envs.api import Action, Trajectory, Verdict
 from mappa.envs.dsbench.task import OUTPUTS, PUBLIC_FILES
-from mappa.envs.spec import Verdict
 
 INPUTS = {
     "data_engineer": ("train.csv", "test.csv"),

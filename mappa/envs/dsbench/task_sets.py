@@ -38,7 +38,7 @@ import pandas as pd
 from sklearn import datasets
 from sklearn.model_selection import train_test_split
 
-from mappa.core.types import Problem
+from mappa.envs.api import Problem
 from mappa.envs.dsbench.published import load_dsbench_tasks, read_answers, resplit_folder
 from mappa.envs.dsbench.task import METRICS, PUBLIC_FILES, Kind, TabularTask
 

@@ -4,9 +4,10 @@ Each trajectory owns a workspace folder holding the task's public files (train.c
 sample_submission.csv). The Data Engineer cleans the data and saves X_train.pkl, y_train.pkl and X_test.pkl;
 the Modeler trains on them and saves model.pkl; the Analyst predicts and writes submission.csv. Each agent
 has up to `max_turns` turns; a turn is one Python program run in the sandbox inside the workspace, and the
-agent sees its output and the files present. An agent stops early once its files exist and its last program
-succeeded. A downstream agent acts even when an upstream one failed: it sees the missing files, and the coach
-must blame the upstream agent, not the one that reports it (`templates/dsbench.txt`, `rubric_dsbench`).
+agent sees its output and the files present (the code-writing seat, `run_code_seat`). An agent stops early
+once its files exist and its last program succeeded. A downstream agent acts even when an upstream one
+failed: it sees the missing files, and the coach must blame the upstream agent, not the one that reports it
+(`templates/dsbench.txt`, `rubric_dsbench`).
 
 The submission is graded against hidden test labels with the task's metric (`mappa.envs.dsbench.grading`);
 success means a valid submission. Hidden labels never enter a workspace or a prompt, and the paths that hold
@@ -28,9 +29,20 @@ from typing import Any
 
 from pydantic import Field
 
-from mappa.agents.agent import Agent, Reply
-from mappa.agents.tool_calls import extract_python_block
-from mappa.core.types import Action, Problem, ToolResult, Trajectory
+from mappa.envs.api import (
+    Action,
+    Agent,
+    Attempt,
+    EnvSection,
+    EnvSpec,
+    Episode,
+    Problem,
+    SandboxLimits,
+    Trajectory,
+    clip,
+    describe_result,
+    run_code_seat,
+)
 from mappa.envs.dsbench.corruptions import CORRUPTIONS
 from mappa.envs.dsbench.grading import grade_submission
 from mappa.envs.dsbench.rubric import RULES
@@ -41,9 +53,6 @@ from mappa.envs.dsbench.task_sets import (
     problem_to_task,
     write_workspace,
 )
-from mappa.envs.feedback import clip, describe_result
-from mappa.envs.spec import EnvSection, EnvSpec
-from mappa.sandbox import SandboxLimits, run_programs_async
 
 SEATS = ("data_engineer", "modeler", "analyst")
 
@@ -90,30 +99,17 @@ ROLES = {
 }
 
 
-@dataclass
-class _Episode:
-    """The mutable state of one trajectory while the batch is rolled out."""
+@dataclass(kw_only=True)
+class _Episode(Episode):
+    """One trajectory while the batch is rolled out: its workspace, its sandbox limits (the task's hidden
+    labels covered), each seat's last attempt once the seat is done."""
 
-    id: str
-    problem: Problem
     workspace: Path
     limits: SandboxLimits
-    actions: list[Action] = field(default_factory=list)
-    last: dict[str, tuple[str | None, ToolResult | None]] = field(
-        default_factory=dict
-    )  # seat -> (code, result)
-
-    def record(self, seat: str, turn: int, reply: Reply, code: str | None, result: ToolResult | None) -> None:
-        self.last[seat] = (code, result)
-        action = reply.action(self.id, self.problem.id, seat, len(self.actions), turn, code, result)
-        self.actions.append(action)
+    last: dict[str, Attempt] = field(default_factory=dict)  # seat -> its last program and result
 
     def missing(self, seat: str) -> list[str]:
         return [name for name in OUTPUTS[seat] if not (self.workspace / name).is_file()]
-
-    def handed_over(self, seat: str) -> bool:
-        _, result = self.last.get(seat, (None, None))
-        return result is not None and result.ok and not self.missing(seat)
 
 
 async def run_dsbench(
@@ -137,22 +133,25 @@ def _start(trajectory_id: str, problem: Problem, root: Path, limits: SandboxLimi
     workspace = root / re.sub(r"[^A-Za-z0-9_.-]", "_", trajectory_id)
     write_workspace(task, workspace)
     hidden = dataclasses.replace(limits, hidden_paths=(*limits.hidden_paths, *paths_to_hide(task)))
-    return _Episode(trajectory_id, problem, workspace, hidden)
+    return _Episode(trajectory_id, problem, workspace=workspace, limits=hidden)
 
 
 async def _take_turns(seat: str, episodes: list[_Episode], agent: Agent, max_turns: int, gate: int) -> None:
-    """Up to `max_turns` programs per episode for `seat`; an episode leaves once it has handed over."""
-    pending = episodes
-    for turn in range(max_turns):
-        if not pending:
-            return
-        replies = await agent.act([observation(e, seat, turn) for e in pending])
-        codes = [extract_python_block(r.generation.text) for r in replies]
-        programs = [(code, e.workspace, e.limits) for e, code in zip(pending, codes, strict=True)]
-        results = await run_programs_async(programs, gate)
-        for episode, reply, code, result in zip(pending, replies, codes, results, strict=True):
-            episode.record(seat, turn, reply, code, result)
-        pending = [e for e in pending if not e.handed_over(seat)]
+    """Up to `max_turns` programs per episode for `seat`, each run in the episode's workspace; an episode
+    leaves once it has handed over (its last program ran and its files exist)."""
+    attempts = await run_code_seat(
+        seat,
+        agent,
+        episodes,
+        lambda episode, last: observation(episode, seat, last),
+        max_turns=max_turns,
+        limits=lambda episode: episode.limits,
+        concurrency=gate,
+        done=lambda episode, attempt: attempt.ran_ok and not episode.missing(seat),
+        workdir=lambda episode: episode.workspace,
+    )
+    for episode, attempt in zip(episodes, attempts, strict=True):
+        episode.last[seat] = attempt
 
 
 def _finish(episode: _Episode) -> Trajectory:
@@ -163,23 +162,23 @@ def _finish(episode: _Episode) -> Trajectory:
     return Trajectory(episode.id, episode.problem, tuple(episode.actions), final, grade.valid, outcome)
 
 
-def observation(episode: _Episode, seat: str, turn: int) -> str:
-    """What `seat` reads before turn `turn`: the task, the files present, upstream's report, its last try."""
+def observation(episode: _Episode, seat: str, last: Attempt | None) -> str:
+    """What `seat` reads before a turn: the task, the files present, upstream's report, its last attempt
+    (None: this is its first turn)."""
     parts = [episode.problem.question, f"Files in the workspace now: {_listing(episode.workspace)}"]
     if seat == SEATS[0]:
         parts.append(f"train.csv begins:\n{_head(episode.workspace / 'train.csv')}")
     upstream = SEATS[: SEATS.index(seat)]
     if upstream:
         previous = upstream[-1]
-        code, result = episode.last.get(previous, (None, None))
-        report = describe_result(result) if code is not None else "(it ran no program)"
+        handed = episode.last.get(previous, Attempt(None, None))
+        report = describe_result(handed.result) if handed.code is not None else "(it ran no program)"
         parts.append(f"What the {_title(previous)} reported (its last program's output):\n{report}")
-    if turn > 0:
-        code, result = episode.last[seat]
-        shown = f"```python\n{clip(code)}\n```" if code else "(no ```python block)"
+    if last is not None:
+        shown = f"```python\n{clip(last.code)}\n```" if last.code else "(no ```python block)"
         missing = episode.missing(seat)
         still = f"Still missing: {', '.join(missing)}." if missing else "The last program failed."
-        parts.append(f"Your previous program:\n{shown}\nIts result:\n{describe_result(result)}\n{still}")
+        parts.append(f"Your previous program:\n{shown}\nIts result:\n{describe_result(last.result)}\n{still}")
     parts.append(
         f"Your part: save {', '.join(OUTPUTS[seat])}. Write one Python program in a ```python block."
     )

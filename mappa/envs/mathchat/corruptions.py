@@ -15,9 +15,7 @@ from __future__ import annotations
 
 import re
 
-from mappa.agents.tool_calls import replace_python_block
-from mappa.core.types import Action, Trajectory
-from mappa.envs.corruption import Corruption
+from mappa.envs.api import Action, Corruption, Trajectory, replace_python_block
 
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 _SIGN = re.compile(r"(?<=[\d)\s])([-+*/])(?=[\s(\d])")

@@ -19,7 +19,7 @@ from __future__ import annotations
 import random
 from operator import add, mul, sub
 
-from mappa.core.types import Problem
+from mappa.envs.api import Problem
 from mappa.envs.mathchat.one_step import OneStepMaker, digits, draw_in_turn, family, ordered, pair
 
 SIZE = 320

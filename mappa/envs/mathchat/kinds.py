@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 from fractions import Fraction
 
-from mappa.core.types import Problem
+from mappa.envs.api import Problem
 
 OPERATIONS = ("add", "subtract", "multiply", "divide", "two-step", "other")
 FORMS = ("expression", "phrased", "word")

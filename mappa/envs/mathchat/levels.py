@@ -21,7 +21,7 @@ import re
 from collections.abc import Callable
 from fractions import Fraction
 
-from mappa.core.types import Problem
+from mappa.envs.api import Problem
 from mappa.envs.mathchat.heldout import generate_heldout
 from mappa.envs.mathchat.problems import (
     SPLITS,

@@ -22,7 +22,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 
-from mappa.core.types import Problem
+from mappa.envs.api import Problem
 
 OneStepMaker = Callable[[random.Random], tuple[str, int, tuple[int, ...]]]  # question, answer, numbers
 Numbers = Callable[[random.Random], tuple[int, int]]

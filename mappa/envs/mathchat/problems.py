@@ -30,7 +30,7 @@ from typing import Any
 
 import fsspec
 
-from mappa.core.types import Problem
+from mappa.envs.api import Problem
 
 SPLITS = ("train", "eval")
 _EVAL_BUCKETS = 5  # a signature whose hash is 0 mod this belongs to eval, every other one to train

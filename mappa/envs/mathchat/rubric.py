@@ -54,9 +54,8 @@ from __future__ import annotations
 import re
 from fractions import Fraction
 
-from mappa.core.types import Action, Trajectory
+from mappa.envs.api import Action, Trajectory, Verdict
 from mappa.envs.mathchat.grading import extract_flexible
-from mappa.envs.spec import Verdict
 
 # --- answers in text ---------------------------------------------------------------------------------
 

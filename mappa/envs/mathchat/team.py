@@ -2,10 +2,10 @@
 
 The Problem Solver reasons about the problem; the Code Executor writes one Python block that runs in the
 sandbox, sees its stdout/stderr and, when the run failed or printed nothing, tries once more (turns are
-capped by `env.max_executor_turns`); the Verifier reads everything and states the final answer in
-\\boxed{} (`env.answer_format: last_number` also reads its last number). The answer is graded against the
-ground truth with math-verify. Every generation becomes an
-`Action`; the executor's actions carry the code they ran and the sandbox's result.
+capped by `env.max_executor_turns`; the code-writing seat, `run_code_seat`); the Verifier reads everything
+and states the final answer in \\boxed{} (`env.answer_format: last_number` also reads its last number).
+The answer is graded against the ground truth with math-verify. Every generation becomes an `Action`; the
+executor's actions carry the code they ran and the sandbox's result.
 
 `run_mathchat` runs a whole batch of problems agent by agent (all solvers, then all executors, ...), so
 each agent's engine sees one large batch at a time. Ground truth never enters an agent's prompt.
@@ -14,23 +14,31 @@ each agent's engine sees one large batch at a time. Ground truth never enters an
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import Field
 
-from mappa.agents.agent import Agent, Reply
-from mappa.agents.tool_calls import extract_python_block
-from mappa.core.types import Action, Problem, ToolResult, Trajectory
-from mappa.envs.feedback import clip, describe_result
+from mappa.envs.api import (
+    Agent,
+    Attempt,
+    EnvSection,
+    EnvSpec,
+    Episode,
+    Problem,
+    SandboxLimits,
+    ToolResult,
+    Trajectory,
+    clip,
+    describe_result,
+    run_code_seat,
+)
 from mappa.envs.mathchat.corruptions import CORRUPTIONS
 from mappa.envs.mathchat.grading import extract_boxed, extract_flexible, grade_answer
 from mappa.envs.mathchat.kinds import problem_kind
 from mappa.envs.mathchat.levels import load_builtin_source
 from mappa.envs.mathchat.problems import load_problems
 from mappa.envs.mathchat.rubric import RULES
-from mappa.envs.spec import EnvSection, EnvSpec
-from mappa.sandbox import SandboxLimits, run_programs_async
 
 SEATS = ("solver", "executor", "verifier")
 
@@ -72,19 +80,12 @@ ROLES = {
 
 
 @dataclass
-class _Episode:
-    """The mutable state of one trajectory while the batch is rolled out."""
+class _Episode(Episode):
+    """One trajectory while the batch is rolled out: the solver's reasoning, the executor's last program."""
 
-    id: str
-    problem: Problem
-    actions: list[Action] = field(default_factory=list)
     reasoning: str = ""
     code: str | None = None
     result: ToolResult | None = None
-
-    def record(self, agent: str, turn: int, reply: Reply, code: str | None = None, result=None) -> None:
-        action = reply.action(self.id, self.problem.id, agent, len(self.actions), turn, code, result)
-        self.actions.append(action)
 
 
 async def run_mathchat(
@@ -103,15 +104,18 @@ async def run_mathchat(
         episode.reasoning = reply.generation.text
         episode.record("solver", 0, reply)
 
-    pending = episodes
-    for turn in range(max_executor_turns):
-        replies = await agents["executor"].act([executor_observation(e, turn) for e in pending])
-        codes = [extract_python_block(r.generation.text) for r in replies]
-        results = await run_programs_async([(c, None, limits) for c in codes], sandbox_concurrency)
-        for episode, reply, code, result in zip(pending, replies, codes, results):
-            episode.record("executor", turn, reply, code, result)
-            episode.code, episode.result = code, result
-        pending = [e for e in pending if not _succeeded(e.result)]
+    programs = await run_code_seat(
+        "executor",
+        agents["executor"],
+        episodes,
+        executor_observation,
+        max_turns=max_executor_turns,
+        limits=limits,
+        concurrency=sandbox_concurrency,
+        done=lambda episode, attempt: _succeeded(attempt.result),  # ran and printed something
+    )
+    for episode, program in zip(episodes, programs):
+        episode.code, episode.result = program.code, program.result
 
     replies = await agents["verifier"].act([verifier_observation(e) for e in episodes])
     read_answer = extract_flexible if answer_format == "last_number" else extract_boxed
@@ -131,18 +135,19 @@ def solver_observation(problem: Problem) -> str:
     return f"Problem: {problem.question}"
 
 
-def executor_observation(episode: _Episode, turn: int) -> str:
+def executor_observation(episode: _Episode, last: Attempt | None) -> str:
+    """The executor's prompt: the problem and the solver's reasoning, then its last program, if any."""
     text = (
         f"Problem: {episode.problem.question}\n\nProblem Solver's reasoning:\n{clip(episode.reasoning)}\n\n"
     )
-    if turn == 0:
+    if last is None:
         return text + "Write the Python program."
-    if episode.code is None:
+    if last.code is None:
         return text + "Your previous reply had no ```python block. Write the Python program in one."
     return (
         text
-        + f"Your previous program:\n```python\n{clip(episode.code)}\n```\n"
-        + f"Its result:\n{describe_result(episode.result)}\n\nFix the program."
+        + f"Your previous program:\n```python\n{clip(last.code)}\n```\n"
+        + f"Its result:\n{describe_result(last.result)}\n\nFix the program."
     )
 
 

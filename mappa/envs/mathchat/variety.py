@@ -20,7 +20,7 @@ from __future__ import annotations
 import random
 from operator import add, mul, sub
 
-from mappa.core.types import Problem
+from mappa.envs.api import Problem
 from mappa.envs.mathchat.one_step import OneStepMaker, digits, draw_in_turn, family, ordered, pair, story_pair
 
 SIZE = 256  # beside the 256 level-1 training problems

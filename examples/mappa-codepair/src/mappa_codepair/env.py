@@ -4,7 +4,7 @@ The team, in acting order:
 
     coder     writes the function in a ```python block; the sandbox runs it with the task's public example
               call and shows the Coder what it printed; on an error (or no code) it tries again, up to
-              `env.coder_turns` turns
+              `env.coder_turns` turns (mappa's code-writing seat, `run_code_seat`)
     reviewer  reads the task, the Coder's function and the example's result, and replies APPROVE or a
               corrected function in a ```python block (that block is then the team's code)
 
@@ -14,26 +14,39 @@ last function is graded too, so the coach (with `coach.use_ground_truth`) and th
 checks can tell a Coder that was right from a Reviewer that repaired it, or broke it. Hidden tests never
 enter an agent's prompt.
 
-This env is written as a user of mappa would write one: it lives outside `mappa/` and plugs in through the
-entry-point group `mappa.envs` (this package's pyproject.toml). It has no rubric: train it with an LLM coach
+This env is written as a user of mappa would write one: it lives outside `mappa/`, imports mappa only
+through its public module for env authors (`mappa.envs.api`) and plugs in through the entry-point group
+`mappa.envs` (this package's pyproject.toml). It has no rubric: train it with an LLM coach
 (its template, `codepair.txt`, asks yes/no questions about each step) or the outcome coach.
 """
 
 from __future__ import annotations
 
 import secrets
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import Field
 
-from mappa.agents.agent import Agent, Reply
-from mappa.agents.tool_calls import extract_python_block, replace_python_block
-from mappa.core.types import Action, Problem, ToolResult, Trajectory
-from mappa.envs.corruption import Corruption
-from mappa.envs.feedback import clip, describe_result
-from mappa.envs.spec import EnvSection, EnvSpec
-from mappa.sandbox import SandboxLimits, run_programs_async
+from mappa.envs.api import (
+    Action,
+    Agent,
+    Attempt,
+    Corruption,
+    EnvSection,
+    EnvSpec,
+    Episode,
+    Problem,
+    SandboxLimits,
+    ToolResult,
+    Trajectory,
+    clip,
+    describe_result,
+    extract_python_block,
+    replace_python_block,
+    run_code_seat,
+    run_programs_async,
+)
 from mappa_codepair.tasks import load_tasks
 
 SEATS = ("coder", "reviewer")
@@ -65,17 +78,11 @@ class CodePairConfig(EnvSection):
 
 
 @dataclass
-class _Episode:
-    id: str
-    problem: Problem
-    actions: list[Action] = field(default_factory=list)
+class _Episode(Episode):
+    """One trajectory while the batch is rolled out: the Coder's last function and what its example gave."""
+
     code: str | None = None
     result: ToolResult | None = None
-
-    def record(self, agent: str, turn: int, reply: Reply, code: str | None = None, result=None) -> None:
-        self.actions.append(
-            reply.action(self.id, self.problem.id, agent, len(self.actions), turn, code, result)
-        )
 
 
 async def run_codepair(
@@ -83,16 +90,18 @@ async def run_codepair(
 ) -> list[Trajectory]:
     """Roll out one trajectory per (trajectory id, problem), seat by seat, and grade each."""
     episodes = [_Episode(tid, problem) for tid, problem in problems]
-    pending = episodes
-    for turn in range(coder_turns):
-        replies = await agents["coder"].act([coder_observation(e, turn) for e in pending])
-        codes = [extract_python_block(r.generation.text) for r in replies]
-        runs = [(_with_example(code, e.problem), None, limits) for code, e in zip(codes, pending)]
-        results = await run_programs_async(runs, SANDBOX_CONCURRENCY)
-        for episode, reply, code, result in zip(pending, replies, codes, results):
-            episode.record("coder", turn, reply, code, result)
-            episode.code, episode.result = code, result
-        pending = [e for e in pending if not (e.result is not None and e.result.ok)]
+    functions = await run_code_seat(  # until the example call runs without an error
+        "coder",
+        agents["coder"],
+        episodes,
+        coder_observation,
+        max_turns=coder_turns,
+        limits=limits,
+        concurrency=SANDBOX_CONCURRENCY,
+        program=lambda episode, code: _with_example(code, episode.problem),
+    )
+    for episode, function in zip(episodes, functions):
+        episode.code, episode.result = function.code, function.result
 
     replies = await agents["reviewer"].act([reviewer_observation(e) for e in episodes])
     corrections = [extract_python_block(r.generation.text) for r in replies]  # None: approved as it is
@@ -124,16 +133,17 @@ async def run_codepair(
     return trajectories
 
 
-def coder_observation(episode: _Episode, turn: int) -> str:
+def coder_observation(episode: _Episode, last: Attempt | None) -> str:
+    """The task and its example call, then the Coder's last function and what the example gave, if any."""
     task = f"Task:\n{episode.problem.question}\n\nExample call: {episode.problem.meta['example']}\n\n"
-    if turn == 0:
+    if last is None:
         return task + "Write the function."
-    if episode.code is None:
+    if last.code is None:
         return task + "Your previous reply had no ```python block. Write the function in one."
     return (
         task
-        + f"Your previous function:\n```python\n{clip(episode.code)}\n```\n"
-        + f"Running the example call gave:\n{describe_result(episode.result)}\n\nFix the function."
+        + f"Your previous function:\n```python\n{clip(last.code)}\n```\n"
+        + f"Running the example call gave:\n{describe_result(last.result)}\n\nFix the function."
     )
 
 

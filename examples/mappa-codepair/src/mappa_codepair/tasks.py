@@ -13,7 +13,7 @@ import importlib.resources
 import json
 from pathlib import Path
 
-from mappa.core.types import Problem
+from mappa.envs.api import Problem
 
 BUILTIN = ("train", "eval")
 REQUIRED_META = ("entry_point", "example", "tests")
