@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from mappa.core.plugins import PluginKind, load_plugin, registered_plugins
+from mappa.core.plugins import PluginKind, load_plugin
 from mappa.envs.spec import EnvSpec
 
 ENTRY_POINT_GROUP = "mappa.coaches"
@@ -106,26 +106,20 @@ class CoachPluginError(ValueError):
     """A coach was found but could not be loaded: its module failed to import, or it holds no `CoachSpec`."""
 
 
-def registered_coaches() -> dict[str, str]:
-    """Every coach `coach.type` can name, by name: the built-ins, then the installed plug-ins."""
-    return registered_plugins(COACHES)
+COACHES = PluginKind(
+    "coach",
+    ENTRY_POINT_GROUP,
+    CoachSpec,
+    "COACH",
+    CoachNotFound,
+    CoachPluginError,
+    builtins=BUILTIN_COACHES,
+    plural="coaches",
+)
+"""What `coach.type` names (`registered_plugins(COACHES)`: every name it can give)."""
 
 
 @cache
 def get_coach_spec(coach_type: str) -> CoachSpec:
+    """The spec of coach `coach_type`, loaded the first time and kept."""
     return load_plugin(COACHES, coach_type)
-
-
-COACHES = PluginKind(
-    label="coach",
-    setting="coach type",
-    plural="coaches",
-    group=ENTRY_POINT_GROUP,
-    holds=CoachSpec,
-    holds_name="mappa.config.coach_registry.CoachSpec",
-    holds_noun="CoachSpec",
-    attribute="COACH",
-    not_found=CoachNotFound,
-    plugin_error=CoachPluginError,
-    builtins=BUILTIN_COACHES,
-)

@@ -19,7 +19,7 @@ from __future__ import annotations
 from functools import cache
 
 from mappa.core.baselines import BaselineEstimator
-from mappa.core.plugins import PluginKind, load_plugin, registered_plugins
+from mappa.core.plugins import PluginKind, load_plugin
 
 ENTRY_POINT_GROUP = "mappa.baselines"
 BUILTIN_BASELINES = {"none": "mappa.core.baselines:NONE", "siblings": "mappa.core.baselines:SIBLINGS"}
@@ -34,26 +34,21 @@ class BaselinePluginError(ValueError):
     `BaselineEstimator`."""
 
 
-def registered_baselines() -> dict[str, str]:
-    """Every estimator `algo.baseline` can name, by name: the built-ins, then the installed plug-ins."""
-    return registered_plugins(BASELINES)
-
-
 @cache
 def get_baseline(name: str) -> BaselineEstimator:
+    """The estimator `algo.baseline` names: a built-in, a registered plug-in or an import path; loaded the
+    first time it is asked for and kept (every name it can give: `registered_plugins(BASELINES)`)."""
     return load_plugin(BASELINES, name)
 
 
 BASELINES = PluginKind(
-    label="baseline",
-    setting="baseline",
-    plural="baselines",
-    group=ENTRY_POINT_GROUP,
-    holds=BaselineEstimator,
-    holds_name="mappa.core.baselines.BaselineEstimator",
-    holds_noun="estimator",
-    attribute="BASELINE",
-    not_found=BaselineNotFound,
-    plugin_error=BaselinePluginError,
+    "baseline",
+    ENTRY_POINT_GROUP,
+    BaselineEstimator,
+    "BASELINE",
+    BaselineNotFound,
+    BaselinePluginError,
     builtins=BUILTIN_BASELINES,
+    setting="baseline",
+    holds_noun="estimator",
 )

@@ -27,28 +27,21 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from importlib.metadata import entry_points
+from importlib.metadata import EntryPoint, entry_points
 from typing import Any
 
 
 @dataclass(frozen=True)
 class PluginKind:
-    """One setting's plug-ins: where they are found and what the errors about them say."""
+    """One setting's plug-ins: where they are found, what they must be, and the words of the errors about
+    them (`env 'debate' (...)`, `unknown env type 'debat': envs are ...`)."""
 
     label: str
-    """Names one in messages: `env 'debate' (registered by package debate-team as ...)`."""
-    setting: str
-    """Names the setting in an unknown name's message: `unknown env type 'debat'`."""
-    plural: str
-    """Names them all: `envs are mathchat, dsbench (...)`."""
+    """Names one plug-in in messages: `env`, `coach`, `baseline`."""
     group: str
     """The entry-point group installed packages register them in."""
     holds: type
     """What the attribute found must be (or a factory must return)."""
-    holds_name: str
-    """How messages name `holds`: its import path (`mappa.envs.spec.EnvSpec`)."""
-    holds_noun: str
-    """`point it at the module's <noun>`."""
     attribute: str
     """The attribute an import path usually names (`package.module:SPEC`)."""
     not_found: type[ValueError]
@@ -57,15 +50,31 @@ class PluginKind:
     """Raised for a plug-in found but not loaded: its module failed to import, or it holds something else."""
     builtins: Mapping[str, str] = field(default_factory=dict)
     """Built-in names and their `module:attribute`; looked up before the entry points."""
+    setting: str = ""
+    """Names the setting in an unknown name's message (default `<label> type`: `unknown env type 'debat'`)."""
+    plural: str = ""
+    """Names them all (default `<label>s`: `envs are mathchat, dsbench (...)`)."""
+    holds_noun: str = ""
+    """`point it at the module's <noun>` (default: the name of `holds`)."""
     unknown_hint: Callable[[str], str | None] | None = None
     """(an unknown name) -> a message that says more than the plain one, or None (envs: mappa's own entry
     points are missing)."""
+
+    def __post_init__(self) -> None:
+        defaults = {
+            "setting": f"{self.label} type",
+            "plural": f"{self.label}s",
+            "holds_noun": self.holds.__name__,
+        }
+        for name, value in defaults.items():
+            if not getattr(self, name):
+                object.__setattr__(self, name, value)
 
 
 def provider(group: str, name: str) -> str | None:
     """The distribution that registers `name` in `group`, or None where none does."""
     for ep in entry_points(group=group, name=name):
-        return ep.dist.name if ep.dist is not None else "an installed package"
+        return _distribution(ep)
     return None
 
 
@@ -91,8 +100,9 @@ def load_plugin(kind: PluginKind, name: str) -> Any:
         plugin = plugin()  # a factory returning the plug-in
     if not isinstance(plugin, kind.holds):
         found = "nothing" if plugin is None else type(plugin).__name__
+        holds_name = f"{kind.holds.__module__}.{kind.holds.__qualname__}"
         raise kind.plugin_error(
-            f"{kind.label} {name!r} ({origin}): {target} holds {found}, not a {kind.holds_name}; point it at "
+            f"{kind.label} {name!r} ({origin}): {target} holds {found}, not a {holds_name}; point it at "
             f"the module's {kind.holds_noun}, as `package.module:{kind.attribute}`"
         )
     return plugin
@@ -103,8 +113,7 @@ def _target(kind: PluginKind, name: str) -> tuple[str, str]:
     if name in kind.builtins:
         return kind.builtins[name], "built in"
     for ep in entry_points(group=kind.group, name=name):
-        package = ep.dist.name if ep.dist is not None else "an installed package"
-        return ep.value, f"registered by package {package} as {ep.value}"
+        return ep.value, f"registered by package {_distribution(ep)} as {ep.value}"
     if ":" in name:
         return name, "an import path"
     hint = kind.unknown_hint(name) if kind.unknown_hint is not None else None
@@ -118,3 +127,7 @@ def _target(kind: PluginKind, name: str) -> tuple[str, str]:
         f"`package.module:{kind.attribute}`; check the spelling, or install the package that provides it "
         "(pip install -e path/to/it)"
     )
+
+
+def _distribution(ep: EntryPoint) -> str:
+    return ep.dist.name if ep.dist is not None else "an installed package"

@@ -66,15 +66,5 @@ def _mappa_not_installed(env_type: str) -> str | None:
 
 
 ENVS = PluginKind(
-    label="env",
-    setting="env type",
-    plural="envs",
-    group=ENTRY_POINT_GROUP,
-    holds=EnvSpec,
-    holds_name="mappa.envs.spec.EnvSpec",
-    holds_noun="EnvSpec",
-    attribute="SPEC",
-    not_found=EnvNotFound,
-    plugin_error=EnvPluginError,
-    unknown_hint=_mappa_not_installed,
+    "env", ENTRY_POINT_GROUP, EnvSpec, "SPEC", EnvNotFound, EnvPluginError, unknown_hint=_mappa_not_installed
 )
