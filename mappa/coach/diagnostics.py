@@ -9,9 +9,10 @@
     rubric_agreement    an LLM coach's per-agent correlation with the env's rubric on the same actions (None
                         for the rubric itself and for an env without a rubric)
     answer_shares, bias_warnings   the coach-bias watch (`mappa.coach.exploit_watch`): each agent's share of
-                        repeated and copied-from-prompt final answers, and the warnings (a category whose
-                        mean score rose over the last DRIFT_WINDOW iterations with flat success; an answer
-                        share that jumped), which the flow logs and the iteration report lists
+                        repeated and copied-from-prompt final answers (`{}` for an env that declares no
+                        `EnvSpec.answers`), and the warnings (a category whose mean score rose over the last
+                        DRIFT_WINDOW iterations with flat success; an answer share that jumped), which the
+                        flow logs and the iteration report lists
 
 Not covered: scoring itself (`mappa.stages.score`).
 """
@@ -46,7 +47,7 @@ def diagnose(
     """The manifest's diagnostic fields for stage `stage` of `iteration` (see the module's docstring)."""
     bias = coach_bias_report(scores, trajectories)
     by_kind = coach_score_by_kind(scores, trajectories)
-    shares = answer_shares(trajectories)
+    shares = answer_shares(trajectories, run.config.env_spec.answers)
     return {
         **verdict_counts(scores),
         "bias": bias,

@@ -12,12 +12,16 @@ The contract (`mappa.envs.spec`; each field in docs/architecture.md, "Envs are p
                       `seats` (acting order), `roles` (seat -> system prompt), `run` (the rollout of a
                       batch), `load_problems` (a data source -> `Problem`s), `config` (its `EnvSection`);
                       optional `coach_reference`, `coach_template`, `rubric`, `result_columns`,
-                      `seat_checks`, `stops` (seat -> strings that end a generation), `corruptions`
+                      `seat_checks`, `stops` (seat -> strings that end a generation), `corruptions`,
+                      `answers` (an `AnswerReader`)
     EnvSection        the base of the env's config section (a frozen pydantic model, unknown keys refused):
                       `type`, `train_data`, `eval_data` (what `load_problems` reads), `overlap` (`drop`,
                       `warn`, `error`: held-out problems that repeat training ones); the env adds its own
                       fields, each with a docstring, validated as `env.<field>`
     answer_reference  the default `coach_reference`: the problem's reference answer, for every action
+    AnswerReader      how an action's final answer is read (`extract`: response -> answer or None) and
+                      compared (`normalize`: text -> comparable form), for the coach-bias watch's answer
+                      collapse; an env without one gets no answer shares
     Verdict           one rubric rule's verdict: (rule id, score 0-10, why)
     SeatRule          (action, its trajectory, whether ground truth may be used) -> `Verdict`: a seat's
                       rule in the rubric coach, one per seat in `rubric()`
@@ -96,13 +100,14 @@ from mappa.envs.corruption import Corruption, corruptions_for
 from mappa.envs.episode import Episode
 from mappa.envs.feedback import clip, describe_result
 from mappa.envs.registry import get_env_spec
-from mappa.envs.spec import EnvSection, EnvSpec, SeatRule, Verdict, answer_reference
+from mappa.envs.spec import AnswerReader, EnvSection, EnvSpec, SeatRule, Verdict, answer_reference
 from mappa.inference.engine import Generation, SamplingParams
 from mappa.sandbox import SandboxLimits, run_programs_async, run_python
 
 __all__ = [
     "Action",
     "Agent",
+    "AnswerReader",
     "Attempt",
     "Corruption",
     "EnvSection",

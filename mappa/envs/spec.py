@@ -23,6 +23,10 @@ What a spec holds:
     stops           optional; per seat, strings that end its generation
     corruptions     optional; the env's own mistakes to plant for the blame check (`mappa.envs.corruption`;
                     every env also gets the generic ones: empty, cut, echo)
+    answers         optional; how an action's final answer is read and compared (`AnswerReader`), for the
+                    coach-bias watch's answer collapse (`mappa.coach.exploit_watch`). Without it the watch
+                    reports no answer shares for the env (it cannot tell what an action answered); its
+                    score-drift check runs either way
 
 Not covered: loading (`mappa.envs.registry`), the coach's prompt (`mappa.coach.prompt`).
 """
@@ -64,6 +68,20 @@ class EnvSection(BaseModel):
     in a row in common): `drop` them from evaluations, `warn` only, or stop with an `error`."""
 
 
+@dataclass(frozen=True)
+class AnswerReader:
+    """How an env's actions state a final answer, for the coach-bias watch (`mappa.coach.exploit_watch`):
+    the share of an agent's answers that are its most common one, or text copied from its prompt."""
+
+    extract: Callable[[str], str | None]
+    """An action's response -> its final answer, or None where it states none (MathChat: the last
+    `\\boxed{}`, else the last number)."""
+    normalize: Callable[[str], str]
+    """Any text -> the form answers are compared in (MathChat: no spaces, `$`, thousands commas or trailing
+    `.0`; lower case). The watch compares normalized answers, and looks for one in the normalized problem,
+    observation and prompt."""
+
+
 def answer_reference(trajectory: Trajectory, action: Action) -> str | None:
     """The default ground-truth block: the problem's reference answer, shown for every action."""
     return f"REFERENCE ANSWER (ground truth): {trajectory.problem.answer}"
@@ -91,6 +109,10 @@ class EnvSpec:
     """The env's own corruptions for the blame check (`mappa coach-check`): a deliberate mistake per seat's
     role (MathChat: a wrong number in the solver's plan, a program that prints a wrong number or raises, a
     wrong final answer). The generic ones (empty, cut, echo) apply to every env without this."""
+    answers: AnswerReader | None = None
+    """How an action's final answer is read and compared, for the coach-bias watch's answer collapse; None:
+    the watch reports no answer shares for this env (DSBench: its seats write code and reports, not one
+    final answer)."""
 
     def __post_init__(self) -> None:
         problems = []

@@ -21,6 +21,7 @@ from pydantic import Field
 
 from mappa.envs.api import (
     Agent,
+    AnswerReader,
     Attempt,
     EnvSection,
     EnvSpec,
@@ -34,7 +35,7 @@ from mappa.envs.api import (
     run_code_seat,
 )
 from mappa.envs.mathchat.corruptions import CORRUPTIONS
-from mappa.envs.mathchat.grading import extract_boxed, extract_flexible, grade_answer
+from mappa.envs.mathchat.grading import extract_boxed, extract_flexible, grade_answer, normalize_answer
 from mappa.envs.mathchat.kinds import problem_kind
 from mappa.envs.mathchat.levels import load_builtin_source
 from mappa.envs.mathchat.problems import load_problems
@@ -232,4 +233,5 @@ SPEC = EnvSpec(
     seat_checks=seat_checks,
     stops=STOPS,
     corruptions=lambda: CORRUPTIONS,
+    answers=AnswerReader(extract=extract_flexible, normalize=normalize_answer),
 )
