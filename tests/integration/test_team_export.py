@@ -94,16 +94,13 @@ def test_each_agent_loads_with_transformers_alone_and_holds_no_optimizer_state(m
 
 
 def role(run, seat: str) -> str:
-    from mappa.envs.registry import get_env_spec
-
-    return get_env_spec(run.config.env.type).roles[seat]
+    return run.config.env_spec.roles[seat]
 
 
 def greedy(run, folder, seat: str, prompts: list[str]):
     """The seat's greedy answers to `prompts` from a model folder, generated as the evaluation generates."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from mappa.envs.registry import get_env_spec
     from mappa.inference.engine import SamplingParams
     from mappa.inference.hf import HFEngine
     from mappa.stages.rollout import seat_params
@@ -116,7 +113,7 @@ def greedy(run, folder, seat: str, prompts: list[str]):
         config.engine.bf16_autocast,
     )
     params = SamplingParams(temperature=0.0, max_new_tokens=config.rollout.max_new_tokens, seed=config.seed)
-    return engine.generate(prompts, seat_params(run, get_env_spec(config.env.type), seat, params))
+    return engine.generate(prompts, seat_params(run, config.env_spec, seat, params))
 
 
 def largest_gap(generations, rows) -> float:
