@@ -3,7 +3,7 @@
 An env (a multi-agent team and its task, docs/envs.md) imports mappa only from here: `from mappa.envs.api
 import EnvSpec, EnvSection, run_code_seat, ...`. These names keep their meaning across mappa's internal
 moves; a module not named here may change without notice. The built-in envs (`mappa.envs.mathchat`,
-`mappa.envs.dsbench`) and `examples/mappa-codepair` import mappa through this module alone
+`mappa.envs.dsbench`) and the example plug-in under `examples/` import mappa through this module alone
 (`tests/unit/test_public_api.py`).
 
 The contract (`mappa.envs.spec`; each field in docs/architecture.md, "Envs are plug-ins")

@@ -1,7 +1,7 @@
 """The code-writing seat: write a program, run it in the sandbox, see the result, try again, up to N turns.
 
-MathChat's Code Executor, each DSBench seat and CodePair's Coder act this way; `run_code_seat` is the loop
-once, for a whole batch of episodes:
+MathChat's Code Executor, each DSBench seat and the example plug-in's Coder act this way; `run_code_seat`
+is the loop once, for a whole batch of episodes:
 
     turn 0      the agent answers every episode's first observation in one call (`agent.act`, so its
                 engine sees one large batch); the first ```python block of each reply is its code
@@ -82,8 +82,8 @@ async def run_code_seat(
     limits       the sandbox's limits, or per episode a function giving them (DSBench: its hidden labels)
     concurrency  programs running at once
     done         (episode, attempt) -> whether the episode leaves the seat; default: the program ran ok
-    program      (episode, code) -> the program the sandbox runs (CodePair: the function and its example
-                 call); default: the code as written. The action records the code as written
+    program      (episode, code) -> the program the sandbox runs (e.g. a function, then a call of it);
+                 default: the code as written. The action records the code as written
     workdir      per episode, the folder its programs run in (DSBench's workspace); default: a fresh one
     """
     if max_turns < 1:
