@@ -6,7 +6,10 @@ For each evaluation (a folder holding `results.parquet` and `trajectories.parque
 prefix (`--kind multiply`): success and gained/lost problems; per seat, the share of problems where it
 did its part, the share of its replies cut at the token limit (`finish_reason == "length"`), its mean reply
 length in characters, and the share of its replies that open with a stock preamble ("To solve this
-problem", "Let's break it down") instead of the computation. Prints a table and writes `--out` JSON.
+problem", "Let's break it down") instead of the computation; and the change per operation and per form of
+problem (the `kind` column, `operation/form`), each with its 95% paired interval over problems and marked
+worse when that lies below 0 (`mappa.core.lift_stats.change_rows`; one seed, so no seed-level interval).
+Prints the tables and writes `--out` JSON.
 
     .venv/bin/python benchmarks/seat_drift.py RUN/base/evaluate RUN/iter-0001/evaluate-on/blind-multiply \
         --kind multiply --out benchmarks/results/seat-drift-llm-s0-multiply.json
@@ -20,6 +23,8 @@ import re
 from pathlib import Path
 
 import pandas as pd
+
+from mappa.core.lift_stats import change_rows
 
 PREAMBLE = re.compile(
     r"^\s*(to solve this problem|let's break (it|this) down|to find|we need to)", re.IGNORECASE
@@ -60,6 +65,7 @@ def compare(before_dir: Path, after_dir: Path, kind: str | None) -> dict:
         "correct_after": int(paired.correct_after.sum()),
         "gained": int((~paired.correct_before & paired.correct_after).sum()),
         "lost": int((paired.correct_before & ~paired.correct_after).sum()),
+        "by_kind": by_kind(paired),
         "seats": {
             seat: {
                 "before": seat_figures(before, before_t, seat),
@@ -67,6 +73,16 @@ def compare(before_dir: Path, after_dir: Path, kind: str | None) -> dict:
             }
             for seat in seats
         },
+    }
+
+
+def by_kind(paired: pd.DataFrame) -> dict[str, list[dict]]:
+    """The change per operation and per form of problem (`kind` is `operation/form`)."""
+    before, after = paired.correct_before.to_numpy(float), paired.correct_after.to_numpy(float)
+    parts = paired.kind_after.str.split("/", n=1, expand=True).reindex(columns=[0, 1]).fillna("")
+    return {
+        "operation": change_rows(before, after, list(parts[0])),
+        "form": change_rows(before, after, list(parts[1])),
     }
 
 
@@ -83,6 +99,17 @@ def main() -> None:
         f"{result['correct_before']} -> {result['correct_after']} "
         f"(gained {result['gained']}, lost {result['lost']})"
     )
+    for split, rows in result["by_kind"].items():
+        print(
+            f"per {split} (right before -> after of problems; change in points [95% interval over problems])"
+        )
+        for row in rows[1:]:
+            low, high = (100 * bound for bound in row["ci95"])
+            print(
+                f"  {row['kind']:12s} {row['before']:>4} -> {row['after']:<4} of {row['problems']:<4} "
+                f"{100 * row['change']:+6.1f} [{low:+.1f}, {high:+.1f}]  gained {row['gained']} lost "
+                f"{row['lost']}{'  WORSE' if row['worse'] else ''}"
+            )
     columns = ("did its part", "cut at limit", "reply chars", "stock preamble")
     print(f"{'seat':10s} " + " ".join(f"{column:>16s}" for column in columns))
     for seat, figures in result["seats"].items():

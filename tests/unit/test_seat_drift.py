@@ -35,6 +35,17 @@ def write_evaluation(
     pd.DataFrame(rows).to_parquet(folder / "trajectories.parquet")
 
 
+def test_seat_drift_marks_a_kind_worse_when_its_interval_lies_below_zero(tmp_path):
+    write_evaluation(tmp_path / "before", [True, True, True], [True] * 3, [("6", "stop")] * 3)
+    write_evaluation(tmp_path / "after", [False, False, True], [True] * 3, [("6", "stop")] * 3)
+    operation = {
+        row["kind"]: row
+        for row in compare(tmp_path / "before", tmp_path / "after", None)["by_kind"]["operation"]
+    }
+    assert operation["multiply"]["change"] == -1.0 and operation["multiply"]["worse"]
+    assert operation["add"]["change"] == 0.0 and not operation["add"]["worse"]
+
+
 def test_seat_drift_counts_each_seats_part_cuts_length_and_preamble_on_the_kind_asked(tmp_path):
     write_evaluation(
         tmp_path / "before",
@@ -50,6 +61,11 @@ def test_seat_drift_counts_each_seats_part_cuts_length_and_preamble_on_the_kind_
     )
     result = compare(tmp_path / "before", tmp_path / "after", "multiply")
     assert result["problems"] == 2 and (result["gained"], result["lost"]) == (1, 1)
+    operation = {row["kind"]: row for row in result["by_kind"]["operation"]}
+    assert set(operation) == {"all", "multiply"} and operation["multiply"]["problems"] == 2
+    assert (operation["multiply"]["before"], operation["multiply"]["after"]) == (1, 1)
+    assert operation["multiply"]["change"] == 0.0 and not operation["multiply"]["worse"]
+    assert [row["kind"] for row in result["by_kind"]["form"]] == ["all", "phrased"]
     solver = result["seats"]["solver"]
     assert solver["before"]["did_its_part"] == 1.0 and solver["after"]["did_its_part"] == 0.0
     assert solver["before"]["cut_at_token_limit"] == 0.5 and solver["after"]["cut_at_token_limit"] == 1.0
