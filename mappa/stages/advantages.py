@@ -37,13 +37,12 @@ from mappa.storage.frames import experiences_to_frame, frame_to_trajectories, re
 from mappa.storage.run import OUTPUTS, Run
 
 
-def scored_actions(run: Run, iteration: int) -> tuple[list[Action], list[ActionScore]]:
-    """The trainable agents' non-empty actions of iteration `iteration`'s rollout, in rollout order, each
+def scored_actions(run: Run, iteration: int, trainable: list[str]) -> tuple[list[Action], list[ActionScore]]:
+    """The `trainable` agents' non-empty actions of iteration `iteration`'s rollout, in rollout order, each
     with its coach score (every action of the rollout must have exactly one)."""
     trajectories = frame_to_trajectories(run.store.read_parquet(*output_parts(run, iteration, "rollout")))
     actions = [action for trajectory in trajectories for action in trajectory.actions]
     scores = core.align_scores(actions, read_scores(run, iteration))
-    trainable = {name for name, agent in run.config.agents.items() if agent.trainable}
     kept = [i for i, action in enumerate(actions) if action.agent in trainable and action.response_token_ids]
     return [actions[i] for i in kept], [scores[i] for i in kept]
 
@@ -125,8 +124,8 @@ def compute_experiences(
 def compute_iteration_advantages(run: Run, iteration: int) -> dict[str, Any]:
     """Logprobs and REINFORCE++ advantages of iteration `iteration`; experiences.parquet and the manifest."""
     started = time.perf_counter()
-    actions, scores = scored_actions(run, iteration)
     trainable = [name for name, agent in run.config.agents.items() if agent.trainable]
+    actions, scores = scored_actions(run, iteration, trainable)
     config = run.config
     source = config.algo.resolved_old_logprobs(config.engine, config.trainer)
     recompute = source == "recompute"
