@@ -30,7 +30,7 @@ must be left-aligned (valid tokens first, padding after). Pure torch; no I/O.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 
 import torch
 
@@ -102,12 +102,12 @@ def whiten(
     if len(groups) != values.shape[0]:
         raise ValueError(f"groups has {len(groups)} entries for {values.shape[0]} rows")
     out = torch.zeros_like(values)
-    for rows in _group_rows(groups):
+    for rows in group_rows(groups):
         out[rows] = _whiten_rows(values[rows], mask[rows])
     return out
 
 
-def _group_rows(groups: Sequence[str]) -> list[torch.Tensor]:
+def group_rows(groups: Sequence[Hashable]) -> list[torch.Tensor]:
     """One (B,) bool row mask per distinct group label, in sorted label order."""
     return [torch.tensor([g == group for g in groups]) for group in sorted(set(groups))]
 

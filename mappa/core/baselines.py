@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import torch
 
+from mappa.core.advantages import group_rows
 from mappa.core.types import Action
 
 EstimateFn = Callable[[torch.Tensor, torch.Tensor, Sequence[Action]], torch.Tensor]
@@ -53,14 +54,10 @@ def group_mean_baseline(
     counted = torch.ones_like(scores, dtype=torch.bool) if scored is None else scored.bool()
     x = scores.double()
     baseline = torch.zeros_like(x)
-    rows_of: dict[Hashable, list[int]] = {}
-    for row, group in enumerate(groups):
-        rows_of.setdefault(group, []).append(row)
-    for rows in rows_of.values():
-        index = torch.tensor(rows)
-        members = index[counted[index]]
-        if len(members):
-            baseline[index] = x[members].mean()
+    for rows in group_rows(groups):
+        members = rows & counted
+        if members.any():
+            baseline[rows] = x[members].mean()
     return baseline
 
 
