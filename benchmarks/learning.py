@@ -8,6 +8,9 @@ greedy) and after the last iteration:
 
     llm       an AI coach, no hand rules: Qwen2.5-Coder-0.5B-Instruct with ground truth, asked one fact per
               question about each action (`coach.template=mathchat-facts`, `coach.scoring=criteria`)
+    llm-learn a coach that learns, no hand-written questions: the same model asked one seat-agnostic
+              question (`coach.template=judge`), its Yes/No readout a head learned after every score
+              stage from counterfactual pairs (`coach.learn.signal=pairs`, `mappa.stages.coach_update`)
     outcome   outcome only: the trajectory's correctness (10 or 0) given to every action
     rubric    (optional) the rubric coach's explicit rules with ground truth (`mappa.envs.mathchat.rubric`)
     rubric-nogt  (optional) the rubric without ground truth: it judges each action alone
@@ -74,6 +77,14 @@ SOURCES = {
         "coach.model=qwen2.5-coder-0.5b",
         "coach.template=mathchat-facts",
         "coach.use_ground_truth=true",
+    ],
+    "llm-learn": [  # the same model, one seat-agnostic question, its readout learned from the run (issue 48)
+        "coach.type=local",
+        "coach.scoring=criteria",
+        "coach.model=qwen2.5-coder-0.5b",
+        "coach.template=judge",
+        "coach.use_ground_truth=true",
+        "coach.learn.signal=pairs",
     ],
     "outcome": ["coach.type=outcome"],
     "rubric-nogt": ["coach.type=rubric", "coach.use_ground_truth=false"],

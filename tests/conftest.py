@@ -130,6 +130,7 @@ LONGEST_FILES = (
     "test_s3_outage.py",  # ~75-95 s (two child runs)
     "test_ray_cluster.py",  # ~85-95 s
     "test_plugin_env.py",  # ~75-85 s
+    "test_learning_coach.py",  # ~60-90 s (two iterations, a local coach, replays)
     "test_ray_head_outage.py",  # ~55-70 s (two child runs, two head starts)
     "test_coach_outage.py",  # ~50-70 s
     "test_stage_retry.py",  # ~45-60 s

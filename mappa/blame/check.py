@@ -7,7 +7,7 @@ stored trajectory). For each seat in `seats` it takes the seat's last action (wh
 DSBench's engineer may run several programs before it) and replays the trajectory with that action as
 stored (the original) and once per corruption the env declares or every env gets
 (`mappa.envs.corruption`), later actions generated anew, greedily, by the weights that made the stored
-trajectories (`mappa.blame.replay`). Every replay is scored by every coach (`coaches`: a name and the
+trajectories (`mappa.envs.replay`). Every replay is scored by every coach (`coaches`: a name and the
 `coach.*` overrides of the run's config, as `mappa rescore` takes them; answers through the run's cache),
 and the pairs give each coach's blame accuracy and innocent-seat penalty per corrupted seat
 (`mappa.core.blame`).
@@ -27,17 +27,15 @@ from dataclasses import asdict
 from statistics import fmean
 from typing import Any
 
-from mappa.blame.replay import coalescing_agents, replay, upstream_changed
-from mappa.cluster.ray_cluster import agent_workers
 from mappa.coach.score import score_trajectories
 from mappa.config import RunConfig
 from mappa.core.blame import BlamePair, blame_rows
 from mappa.core.types import Trajectory
 from mappa.envs.corruption import corruptions_for
-from mappa.inference.engine import SamplingParams
+from mappa.envs.replay import upstream_changed
 from mappa.stages.evaluate import TRAJECTORIES, evaluation_complete, evaluation_label, evaluation_parts
+from mappa.stages.replays import run_replays
 from mappa.stages.rescore import rescore_settings
-from mappa.stages.rollout import build_agents, sandbox_limits
 from mappa.stages.score import stage_coach
 from mappa.stages.stage import output_parts, stage_complete
 from mappa.storage.frames import frame_to_trajectories, scores_to_frame, trajectories_to_frame
@@ -116,27 +114,6 @@ def planned_replays(run: Run, trajectories: list[Trajectory], seats: list[str]) 
                     plan = {"id": replay_id, "seat": seat, "index": action.index, "corruption": name}
                     plans.append(plan | {"text": text, "trajectory": trajectory})
     return plans
-
-
-def run_replays(run: Run, weights: int, plans: list[dict[str, Any]]) -> list[Trajectory]:
-    """Every planned replay, concurrently, downstream agents greedy with the weights iteration `weights`
-    rolls out with."""
-    spec = run.config.env_spec
-    purpose = f"the blame check (the weights of iteration {weights}'s rollout)"
-    workers = agent_workers(run, weights, "weights", purpose)
-    params = SamplingParams(temperature=0.0, top_p=1.0, max_new_tokens=run.config.rollout.max_new_tokens)
-    agents = coalescing_agents(build_agents(run, workers, params))
-    limits = sandbox_limits(run)
-
-    async def all_replays() -> list[Trajectory]:
-        return await asyncio.gather(
-            *(
-                replay(spec, p["trajectory"], p["index"], p["text"], agents, limits, run.config.env, p["id"])
-                for p in plans
-            )
-        )
-
-    return asyncio.run(all_replays())
 
 
 def score_replays(run: Run, folder: str, config: RunConfig, replays: list[Trajectory], name: str):

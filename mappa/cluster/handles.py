@@ -23,6 +23,8 @@ class WorkerHandle(Protocol):
     chat: RemoteMethod
     chat_next_token_logprobs: RemoteMethod
     chat_grouped_next_token_logprobs: RemoteMethod
+    chat_grouped_answer_features: RemoteMethod
+    answer_direction: RemoteMethod
     logprobs: RemoteMethod
     release_memory: RemoteMethod
     train: RemoteMethod

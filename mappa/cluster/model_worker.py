@@ -190,6 +190,21 @@ class ModelWorker:
         prompts = [[template(c, tokenize=False, add_generation_prompt=True) for c in g] for g in groups]
         return self.engine.grouped_next_token_logprobs(prompts, candidates)
 
+    def chat_grouped_answer_features(
+        self, groups: list[list[list[dict[str, str]]]]
+    ) -> list[list[list[float]]]:
+        """What the model reads its answer's first token from, for groups of chats as in
+        `chat_grouped_next_token_logprobs` (see `HFEngine.grouped_answer_features`): a learning coach's
+        head reads these."""
+        template = self.tokenizer.apply_chat_template
+        prompts = [[template(c, tokenize=False, add_generation_prompt=True) for c in g] for g in groups]
+        return self.engine.grouped_answer_features(prompts)
+
+    def answer_direction(self, candidates: list[str]) -> tuple[list[float], float]:
+        """The readout of two single-token answers' log-odds from those features
+        (`HFEngine.answer_direction`): a learning coach's head before it has learned anything."""
+        return self.engine.answer_direction(candidates)
+
     def logprobs(self, prompts: list[list[int]], responses: list[list[int]], which: str) -> list[list[float]]:
         """Per-token logprobs of `responses` under the policy or the reference. Keeps the freed activation
         memory: the advantages stage asks for both passes, then `release_memory` once."""

@@ -12,6 +12,8 @@ from mappa.coach.base import ChatFn, Coach, LLMCoach
 from mappa.coach.cache import AnswerCache
 from mappa.coach.criteria import GroupedLogprobFn
 from mappa.coach.expected import LogprobFn
+from mappa.coach.head import AnswerHead
+from mappa.coach.learned import FeaturesFn
 from mappa.coach.prompt import load_template
 from mappa.config import CoachConfig
 from mappa.config.coach_registry import CoachInputs, get_coach_spec
@@ -25,10 +27,13 @@ def build_coach(
     logprob_fn: LogprobFn | None = None,
     cache: AnswerCache | None = None,
     grouped_logprob_fn: GroupedLogprobFn | None = None,
+    features_fn: FeaturesFn | None = None,
+    head: AnswerHead | None = None,
 ) -> Coach:
     """The coach `config.type` names; `env` (the run's `RunConfig.env_spec`) gives the rubric its rules; LLM
-    coaches answer from `cache` first and store their new answers in it."""
-    inputs = CoachInputs(env, chat_fn, logprob_fn, grouped_logprob_fn)
+    coaches answer from `cache` first and store their new answers in it; a coach that learns
+    (`coach.learn`) reads its answers with `head` from `features_fn`."""
+    inputs = CoachInputs(env, chat_fn, logprob_fn, grouped_logprob_fn, features_fn, head)
     coach = get_coach_spec(config.type).build(config, inputs)
     if isinstance(coach, LLMCoach):
         coach.cache = cache

@@ -155,16 +155,25 @@ class CriteriaCoach:
 
     async def score(self, requests: list[CoachRequest]) -> list[ActionScore]:
         questions = [self._template.criteria_for(r.agent) for r in requests]
-        asked = [[q for q in qs if missing_value(r, q) is None] for r, qs in zip(requests, questions)]
+        asked = [self.asked(r) for r in requests]
         groups = [[question_chat(r, q) for q in qs] for r, qs in zip(requests, asked) if qs]
-        rows = iter(await self._logprob_fn(groups, ANSWERS) if groups else [])
+        rows = iter(await self._yes_probabilities(groups) if groups else [])
         verdicts = []
         for request, all_questions, to_ask in zip(requests, questions, asked):
             answers = next(rows) if to_ask else []
-            p_yes = {q: yes_probability(*row) for q, row in zip(to_ask, answers, strict=True)}
+            p_yes = dict(zip(to_ask, answers, strict=True))
             probabilities = [(q, p_yes.get(q, 0.0)) for q in all_questions]  # not asked: No by rule
             verdicts.append(self._verdict(request, probabilities, ruled=len(all_questions) - len(to_ask)))
         return verdicts
+
+    def asked(self, request: CoachRequest) -> list[str]:
+        """The seat's questions the model is asked about this action (not those answered No by rule)."""
+        return [q for q in self._template.criteria_for(request.agent) if missing_value(request, q) is None]
+
+    async def _yes_probabilities(self, groups: list[list[list[dict[str, str]]]]) -> list[list[float]]:
+        """P(Yes) of each question chat, per group: the model's next-token Yes against No."""
+        rows = await self._logprob_fn(groups, ANSWERS)
+        return [[yes_probability(*row) for row in group] for group in rows]
 
     def _verdict(self, request: CoachRequest, answered: list[tuple[str, float]], ruled: int) -> ActionScore:
         if answered:

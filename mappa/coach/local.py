@@ -18,6 +18,7 @@ from mappa.coach.base import ChatFn, Coach, LLMCoach, OnAnswer
 from mappa.coach.build import check_coach_template
 from mappa.coach.criteria import CriteriaCoach
 from mappa.coach.expected import ExpectedScoreCoach
+from mappa.coach.learned import LearnedCriteriaCoach
 from mappa.coach.prompt import load_template
 from mappa.config import CoachConfig
 from mappa.config.coach_registry import CoachInputs, CoachSpec
@@ -40,6 +41,15 @@ class LocalCoach(LLMCoach):
 
 def build(config: CoachConfig, inputs: CoachInputs) -> Coach:
     """The local coach of `config.scoring`, on the engine functions the caller passes."""
+    if config.scoring == "criteria" and config.learn.enabled:
+        if inputs.features_fn is None or inputs.head is None:
+            raise ValueError(
+                "coach.learn needs a features_fn (the coach model's features) and the head to read"
+            )
+        check_coach_template(config)
+        return LearnedCriteriaCoach(
+            inputs.features_fn, config.model, load_template(config.template), inputs.head
+        )
     if config.scoring == "criteria":
         if inputs.grouped_logprob_fn is None:
             raise ValueError(

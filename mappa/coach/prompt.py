@@ -13,7 +13,8 @@ sections, `<<system>>` and `<<user>>`, and `${name}` placeholders (`string.Templ
 `PLACEHOLDERS`. A template's `version` is a hash of its text, for caching coach answers. Two optional
 marks serve the yes/no criteria coach (`coach.scoring: criteria`, `mappa.coach.criteria`): a `<<scoring>>`
 line inside the user part ends the context (what the action was) and starts the scoring instructions, and
-a last `<<criteria>>` section holds one `seat: question` line per criterion, so each env keeps its own.
+a last `<<criteria>>` section holds one `seat: question` line per criterion, so each env keeps its own
+(`*: question` asks every seat: the seat-agnostic `judge` template).
 
 Not covered here: calling a coach (`mappa.coach.base` and the backends), parsing its answer
 (`mappa.coach.parse`), the per-env role texts (the env supplies them).
@@ -50,6 +51,7 @@ PLACEHOLDERS = frozenset(
 )
 SYSTEM_MARK, USER_MARK = "<<system>>", "<<user>>"
 SCORING_MARK, CRITERIA_MARK = "<<scoring>>", "<<criteria>>"  # optional: see the module docstring
+EVERY_SEAT = "*"  # a criteria line `*: question` asks it of every seat
 _THINK = re.compile(r"<think>.*?(?:</think>|\Z)", re.DOTALL | re.IGNORECASE)
 _CLOSE_THINK = re.compile(r"</think>", re.IGNORECASE)
 # The ground-truth block the coach sees for one action (None: none for this action)
@@ -68,7 +70,8 @@ class PromptTemplate:
     criteria: tuple[tuple[str, str], ...] = ()  # (seat, yes/no question), in file order
 
     def criteria_for(self, seat: str) -> list[str]:
-        return [question for who, question in self.criteria if who == seat]
+        """The seat's questions: its own lines and the `*: question` lines every seat is asked."""
+        return [question for who, question in self.criteria if who in (seat, EVERY_SEAT)]
 
     @property
     def placeholders(self) -> set[str]:
@@ -179,14 +182,15 @@ def parse_template(text: str, name: str = "custom", source: str = "template") ->
 
 
 def _parse_criteria(text: str, source: str) -> tuple[tuple[str, str], ...]:
-    """`seat: question` lines (blank lines and `#` comments skipped)."""
+    """`seat: question` lines, `*` for every seat (blank lines and `#` comments skipped)."""
     criteria = []
     for number, line in enumerate(text.splitlines(), start=1):
         line = line.strip()
         if not line or line.startswith("#"):
             continue
         seat, colon, question = line.partition(":")
-        if not colon or not seat.strip().isidentifier() or not question.strip():
+        seat_name = seat.strip()
+        if not colon or not (seat_name.isidentifier() or seat_name == EVERY_SEAT) or not question.strip():
             raise ValueError(f"{source}: criteria line {number} is not `seat: question`: {line!r}")
         criteria.append((seat.strip(), question.strip()))
     return tuple(criteria)

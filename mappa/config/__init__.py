@@ -13,7 +13,7 @@ setting came from the file or `--set`), `errors` (how a problem reads). Not cove
 mean at run time (see the module that reads each section).
 """
 
-from mappa.config.coach import CoachConfig, CoachPhase
+from mappa.config.coach import CoachConfig, CoachLearnConfig, CoachPhase
 from mappa.config.errors import format_validation_error
 from mappa.config.loading import (
     apply_overrides,
@@ -51,6 +51,7 @@ __all__ = [
     "CheckpointConfig",
     "ClusterConfig",
     "CoachConfig",
+    "CoachLearnConfig",
     "CoachPhase",
     "ConfigError",
     "EngineConfig",

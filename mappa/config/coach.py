@@ -27,6 +27,30 @@ class CoachPhase(Section):
     template: str
 
 
+class CoachLearnConfig(Section):
+    """A coach that learns from the run (`coach.learn`): a local criteria coach whose yes/no readout is a
+    head on the coach model's features (`mappa.coach.head`), updated after every score stage by the
+    `coach-update` stage (`mappa.stages.coach_update`) from what the iteration's rollout shows."""
+
+    signal: Literal["off", "pairs"] = "off"
+    """`off`: a fixed coach; `pairs`: the head learns that an action scores above its counterfactual
+    corruption (the env's and the generic corruptions, replayed as the blame check does), Bradley-Terry on
+    the action's log-odds. Needs coach.type=local and coach.scoring=criteria; with no env-specific
+    questions, use the seat-agnostic `judge` template."""
+    replays: int = Field(8, ge=1, le=512)
+    """Trajectories per iteration (the rollout's successes first) each of whose seats gets one corruption,
+    its later seats replayed greedily with the iteration's weights: up to replays x seats pairs."""
+    anchor: float = Field(1.0, gt=0)
+    """How strongly each update keeps the head near the one it started from (the penalty's weight, scaled
+    by the features' size: `mappa.coach.head`); larger: smaller steps."""
+    max_steps: int = Field(200, ge=1, le=10_000)
+    """L-BFGS iterations per update (the objective is convex: it usually converges sooner)."""
+
+    @property
+    def enabled(self) -> bool:
+        return self.signal != "off"
+
+
 class CoachConfig(Section):
     """The coach that scores every action 0-10 (`mappa.coach`)."""
 
@@ -95,6 +119,9 @@ class CoachConfig(Section):
     """Phase-aware coaching: the template by iteration, e.g. `[{until: 5, template: mathchat-reliability},
     {template: mathchat}]` (iterations 0-4 with the first, then the second); empty: `template` throughout.
     The template in force is recorded on every score row and in the score manifest."""
+    learn: CoachLearnConfig = Field(default_factory=CoachLearnConfig)
+    """A coach that learns from the run (`CoachLearnConfig`); off by default. A learning section from the
+    config file is reset when `coach.type` is not `local` (as `scoring` is)."""
 
     @field_validator("schedule")
     @classmethod
@@ -166,7 +193,7 @@ class CoachConfig(Section):
         return {
             name: value
             for name, value in data.items()
-            if origins.set_by_user(f"coach.{name}") or _usable_by(name, value, coach_type)
+            if _written_with_set(origins, f"coach.{name}") or _usable_by(name, value, coach_type)
         }
 
     @model_validator(mode="after")
@@ -176,6 +203,13 @@ class CoachConfig(Section):
             raise ValueError(
                 f"coach.type=openai{_from(origins, 'coach.type')} needs coach.base_url, the endpoint: "
                 f"{_fix(origins, 'coach.base_url', 'http://127.0.0.1:8000/v1', beside='coach.type')}"
+            )
+        if self.learn.enabled and (self.type != "local" or self.scoring != "criteria"):
+            raise ValueError(
+                f"coach.learn.signal={self.learn.signal}{_from(origins, 'coach.learn.signal')} learns the "
+                f"readout of a local model's yes/no answers: it needs coach.type=local and "
+                f"coach.scoring=criteria (now {self.type} and {self.scoring}); set them, or "
+                f"{_fix(origins, 'coach.learn.signal', 'off')}"
             )
         for name in type(self).model_fields:
             value = getattr(self, name)
@@ -191,9 +225,21 @@ class CoachConfig(Section):
 
 
 def _usable_by(name: str, value: Any, coach_type: Any) -> bool:
-    """Whether a coach of `coach_type` can use `name: value` (`TYPE_BOUND`)."""
+    """Whether a coach of `coach_type` can use `name: value` (`TYPE_BOUND`; a `learn` section: local only)."""
+    if name == "learn":
+        return coach_type == "local" or not isinstance(value, dict | CoachLearnConfig) or not _learns(value)
     bound = TYPE_BOUND.get((name, value)) if isinstance(value, str) else None
     return bound is None or coach_type in bound[0]
+
+
+def _written_with_set(origins: Origins, key: str) -> bool:
+    """`--set` wrote `key`, a section holding it, or a setting in it (`--set coach.learn.signal=pairs`)."""
+    return origins.set_by_user(key) or any(written.startswith(f"{key}.") for written in origins.set_keys)
+
+
+def _learns(value: dict | CoachLearnConfig) -> bool:
+    signal = value.get("signal", "off") if isinstance(value, dict) else value.signal
+    return signal != "off"
 
 
 def _from(origins: Origins | None, key: str) -> str:

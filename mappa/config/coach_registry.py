@@ -62,6 +62,11 @@ class CoachInputs:
     grouped_logprob_fn: Callable[..., Awaitable[Any]] | None = None
     """For a local model: its next-token logprobs over grouped questions
     (`mappa.coach.criteria.GroupedLogprobFn`)."""
+    features_fn: Callable[..., Awaitable[Any]] | None = None
+    """For a local model whose coach learns (`coach.learn`): the features its answers are read from, over
+    grouped questions (`mappa.coach.learned.FeaturesFn`)."""
+    head: Any = None
+    """For a coach that learns: the head it reads answers with this iteration (`mappa.coach.head`)."""
 
 
 @dataclass(frozen=True)

@@ -88,6 +88,8 @@ class RetryConfig(Section):
     score: int = Field(3, ge=0)
     """The coach is the stage most likely to meet a passing outage (rate limits, a restarting server)."""
     advantages: int = Field(0, ge=0)
+    coach_update: int = Field(1, ge=0)
+    """The learning coach's `coach-update` stage (`coach.learn`)."""
     update: int = Field(1, ge=0)
     report: int = Field(1, ge=0)
     evaluate: int = Field(0, ge=0)
@@ -101,7 +103,7 @@ class RetryConfig(Section):
 
     def delays(self, stage: str) -> list[float]:
         """The waits before each retry of `stage` (a field per registered stage: a test keeps them so)."""
-        return [self.delay_s * 2**k for k in range(getattr(self, stage))]
+        return [self.delay_s * 2**k for k in range(getattr(self, stage.replace("-", "_")))]
 
 
 class WandbConfig(Section):

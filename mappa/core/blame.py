@@ -2,7 +2,7 @@
 
 A pair is one trajectory replayed twice from the same stored actions: once as it was and once with one
 action corrupted (a wrong number, a program that raises, an empty reply...), every later action generated
-anew by the same policy both times (`mappa.blame.replay`). Upstream actions are identical in both; the
+anew by the same policy both times (`mappa.envs.replay`). Upstream actions are identical in both; the
 corrupted action differs; downstream agents react. A coach scores both, and per seat we take the change in
 its score, `drop = score(original) - score(corrupted)` (points of 10; the mean over the seat's actions, and
 for the corrupted seat its corrupted action alone). MAPPA's claim is credit assignment: the corrupted seat

@@ -28,7 +28,7 @@ from mappa.reporting.tracker_sinks import check_trackers, close_trackers
 from mappa.reporting.trackers import log_scalars
 from mappa.resources import check_resources
 from mappa.sandbox import check_isolation
-from mappa.stages import TRAINING, describe_stage
+from mappa.stages import describe_stage, iteration_stages
 from mappa.stages.evaluate import evaluation_rows
 from mappa.stages.report import publish_evaluation
 from mappa.storage.run import Run
@@ -121,7 +121,7 @@ def train_iteration(root: str, run_id: str, iteration: int) -> None:
     logger = get_run_logger()
     outage = Outage(run.config.retries.prefect_outage_s, logger.warning)
     before = None  # the previous stage's state: the graph's arrow into the next one
-    for name in TRAINING:
+    for name in iteration_stages(run.config):
         before, manifest = run_stage(outage, run, name, iteration, after=before)
         logger.info(describe_stage(name, iteration, manifest))
         for warning in manifest.get("bias_warnings") or []:  # the coach-bias watch

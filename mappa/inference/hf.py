@@ -106,6 +106,32 @@ class HFEngine(Engine):
         (Qwen2.5-Coder-0.5B, fp32, 2-core Intel): batches of 16 with the system prompt run once took 20-27
         s against 27-34 s for batches of 8 without (seven runs)."""
         ids = [self._single_token(text) for text in candidates]
+        return self._grouped(groups, lambda rows: self._candidate_logprobs(rows, ids), batch_size)
+
+    @torch.no_grad()
+    def grouped_answer_features(
+        self, groups: list[list[str]], batch_size: int = 16
+    ) -> list[list[list[float]]]:
+        """What the model reads its next token from, after each prompt of groups as in
+        `grouped_next_token_logprobs`: the output layer's input at the last position (the final norm's
+        output), fp32, out[group][prompt][feature]. A learning coach's head reads these
+        (`mappa.coach.head`); `answer_direction` gives the readout that turns them into P(Yes)."""
+        return self._grouped(groups, self._answer_features, batch_size)
+
+    def answer_direction(self, candidates: list[str]) -> tuple[list[float], float]:
+        """The output layer's row of the first single-token candidate less the second's, and the same of
+        its bias (0 without one): with the features of `grouped_answer_features`, direction . h + bias is
+        the log-odds of the first candidate against the second as the next token (P(Yes) / (P(Yes) +
+        P(No)) = sigmoid of it)."""
+        first, second = (self._single_token(text) for text in candidates)
+        output = self.model.get_output_embeddings()
+        direction = (output.weight[first].float() - output.weight[second].float()).tolist()
+        bias = output.bias
+        return direction, 0.0 if bias is None else float(bias[first] - bias[second])
+
+    def _grouped(self, groups: list[list[str]], per_batch, batch_size: int) -> list[list[list[float]]]:
+        """`per_batch(token rows) -> one value per row` over groups of prompts: a group with a long shared
+        prefix as one batch, the other prompts in length-sorted batches (`grouped_next_token_logprobs`)."""
         was_training = self.model.training
         self.model.eval()
         rows = [[self.tokenizer(p, add_special_tokens=False)["input_ids"] for p in group] for group in groups]
@@ -113,17 +139,31 @@ class HFEngine(Engine):
         loose = []  # (group, prompt) of prompts without a long shared prefix
         for g, group in enumerate(rows):
             if len(group) > 1 and common_prefix_length(group) >= SHARED_PREFIX:
-                out[g] = self._candidate_logprobs(group, ids)
+                out[g] = per_batch(group)
             else:
                 out[g] = [[] for _ in group]
                 loose += [(g, i) for i in range(len(group))]
         loose.sort(key=lambda gi: len(rows[gi[0]][gi[1]]))
         for start in range(0, len(loose), batch_size):
             chunk = loose[start : start + batch_size]
-            for (g, i), values in zip(chunk, self._candidate_logprobs([rows[g][i] for g, i in chunk], ids)):
+            for (g, i), values in zip(chunk, per_batch([rows[g][i] for g, i in chunk])):
                 out[g][i] = values
         self.model.train(was_training)
         return out
+
+    def _answer_features(self, rows: list[list[int]]) -> list[list[float]]:
+        """The output layer's input at the last position of each row (`grouped_answer_features`)."""
+        seen: dict[str, torch.Tensor] = {}
+
+        def keep_input(module, args, output) -> None:  # the rows' call comes last (after a shared prefix's)
+            seen["input"] = args[0]
+
+        hook = self.model.get_output_embeddings().register_forward_hook(keep_input)
+        try:
+            self._last_logits(rows, 1)
+        finally:
+            hook.remove()
+        return seen["input"][:, -1].float().tolist()
 
     def _candidate_logprobs(self, rows: list[list[int]], ids: list[int]) -> list[list[float]]:
         """Log-probabilities of the token `ids` as the next token after each of `rows`: out[row][id]."""

@@ -13,7 +13,7 @@ from typing import Any
 import pandas as pd
 
 from mappa.storage.frames import action_ids
-from mappa.storage.run import TRAINING, Run
+from mappa.storage.run import OUTPUTS, Run
 
 EVALUATE = "evaluate"  # the held-out evaluation's stage (`mappa.stages.evaluate`; reporting imports no stage)
 
@@ -30,7 +30,7 @@ def iteration_rows(run: Run) -> list[dict[str, Any]]:
     rows = []
     for iteration in rolled_out_iterations(run):
         row: dict[str, Any] = {"iteration": iteration}
-        finished = [s for s in TRAINING if run.has_manifest(iteration, s)]
+        finished = [s for s in OUTPUTS if run.has_manifest(iteration, s)]  # learning coach: coach-update
         rollout = run.read_manifest(iteration, "rollout") if "rollout" in finished else {}
         row[TRAINING_SUCCESS] = rollout.get("success_rate")
         evaluated = run.has_manifest(iteration, EVALUATE)

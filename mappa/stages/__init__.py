@@ -2,6 +2,8 @@
 
     rollout     problems -> trajectories.parquet                (mappa.stages.rollout)
     score       trajectories -> scores.parquet, a coach verdict per action   (mappa.stages.score)
+    coach-update  trajectories + scores -> head.json, the learning coach's head (with `coach.learn`:
+                mappa.stages.coach_update)
     advantages  trajectories + scores -> experiences.parquet    (mappa.stages.advantages)
     update      experiences -> new weights, checkpoints, metrics.json        (mappa.stages.update)
     report      a finished iteration -> Prefect artifacts (no file of its own)  (mappa.stages.report)
@@ -16,7 +18,8 @@ here; a stage of every training iteration also goes into `TRAINING`, a per-stage
 `trainer`, `storage`) do not.
 """
 
-from mappa.stages import advantages, evaluate, report, retention, rollout, score, update
+from mappa.config import RunConfig
+from mappa.stages import advantages, coach_update, evaluate, report, retention, rollout, score, update
 from mappa.stages.stage import (
     REGISTRY,
     Stage,
@@ -32,7 +35,17 @@ from mappa.stages.stage import (
 )
 from mappa.storage.run import TRAINING
 
-MODULES = (rollout, score, advantages, update, report, evaluate, retention)
+MODULES = (rollout, score, coach_update, advantages, update, report, evaluate, retention)
+
+
+def iteration_stages(config: RunConfig) -> tuple[str, ...]:
+    """The stages of one training iteration of a run, in order: `TRAINING`, with the learning coach's
+    `coach-update` after `score` where the coach learns (`coach.learn`)."""
+    if not config.coach.learn.enabled:
+        return TRAINING
+    at = TRAINING.index("score") + 1
+    return (*TRAINING[:at], coach_update.STAGE_NAME, *TRAINING[at:])
+
 
 __all__ = [
     "MODULES",
@@ -44,6 +57,7 @@ __all__ = [
     "execute",
     "expected_manifest",
     "get_stage",
+    "iteration_stages",
     "output_hash",
     "output_parts",
     "stage_complete",

@@ -24,8 +24,10 @@ from mappa.coach.build import build_coach, cache_settings
 from mappa.coach.cache import AnswerCache
 from mappa.coach.diagnostics import diagnose
 from mappa.coach.score import score_trajectories
-from mappa.config import CoachConfig
+from mappa.config import CoachConfig, RunConfig
 from mappa.core.types import UNSCORED, ActionScore
+from mappa.stages.coach_update import STAGE_NAME as COACH_UPDATE
+from mappa.stages.coach_update import features_fn, head_for
 from mappa.stages.stage import Stage, output_parts, register, write_manifest
 from mappa.storage.frames import frame_to_trajectories, read_scores, scores_to_frame
 from mappa.storage.run import OUTPUTS, Run
@@ -85,7 +87,7 @@ def score_actions(
     started = time.perf_counter()
     coach_config = coach_config.for_iteration(iteration)  # the template its schedule gives this iteration
     trajectories = frame_to_trajectories(run.store.read_parquet(*output_parts(run, iteration, "rollout")))
-    coach, cache = stage_coach(run, coach_config, worker_name)
+    coach, cache = stage_coach(run, coach_config, worker_name, iteration)
     spec = run.config.env_spec
     known = kept_verdicts(run, iteration, fallbacks_of) if fallbacks_of else {}
     scores = asyncio.run(
@@ -114,15 +116,24 @@ def score_actions(
     )
 
 
-def stage_coach(run: Run, coach_config: CoachConfig, worker_name: str) -> tuple[Coach, AnswerCache]:
+def stage_coach(
+    run: Run, coach_config: CoachConfig, worker_name: str, iteration: int | None = None
+) -> tuple[Coach, AnswerCache]:
     """The coach a score stage asks (a local one through the run's worker `worker_name`), with the run's
-    answer cache."""
+    answer cache; a learning coach reads with the head the score stage of `iteration` reads with (None:
+    the run's newest, `mappa.stages.coach_update.head_for`)."""
     local = coach_config.runs_local_model
     chat_fn, logprob_fn, grouped_fn = (
         local_coach_fns(run, coach_config, worker_name) if local else (None, None, None)
     )
+    features, head = None, None
+    if coach_config.learn.enabled:
+        worker = coach_worker(run, coach_config.model, worker_name)
+        features, head = features_fn(worker), head_for(run, iteration, worker)
     cache = AnswerCache(run.store, run.run_id, coach_config.model, cache_settings(coach_config))
-    coach = build_coach(coach_config, chat_fn, run.config.env_spec, logprob_fn, cache, grouped_fn)
+    coach = build_coach(
+        coach_config, chat_fn, run.config.env_spec, logprob_fn, cache, grouped_fn, features, head
+    )
     return coach, cache
 
 
@@ -136,4 +147,18 @@ def describe(manifest: dict[str, Any]) -> str:
     return f"{manifest['rows']} actions scored by {manifest['coach_model']}, parse {manifest['parse_status']}"
 
 
-STAGE = register(Stage("score", OUTPUTS["score"], score_iteration, describe, inputs=("rollout",)))
+def learning_head(config: RunConfig) -> tuple[str, ...]:
+    """The learning coach's head, where `coach.learn` is on: the previous iteration's `coach-update`."""
+    return (COACH_UPDATE,) if config.coach.learn.enabled else ()
+
+
+STAGE = register(
+    Stage(
+        "score",
+        OUTPUTS["score"],
+        score_iteration,
+        describe,
+        inputs=("rollout",),
+        previous_when=learning_head,
+    )
+)

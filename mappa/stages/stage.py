@@ -41,6 +41,9 @@ class Stage:
     """Stages of the same iteration whose outputs it reads (an input of iteration -1 does not exist)."""
     previous: tuple[str, ...] = ()
     """Stages of the previous iteration whose outputs it reads (`previous_<name>` in the manifest)."""
+    previous_when: Callable[[RunConfig], tuple[str, ...]] | None = None
+    """Stages of the previous iteration it reads in some runs only (the score stage: the learning coach's
+    head, where `coach.learn` is on); in the others its manifest is as if they did not exist."""
     config_of: Callable[[Run], RunConfig] | None = None
     """The config the stage computes with, where it is not the run's (a re-scoring's coach): its hash is
     the manifest's `config_hash`."""
@@ -82,7 +85,8 @@ def expected_manifest(run: Run, iteration: int, name: str) -> dict[str, Any]:
     stage = get_stage(name)
     inputs = {source: output_hash(run, iteration, source) for source in stage.inputs if iteration >= 0}
     if iteration > 0:
-        inputs |= {f"previous_{source}": output_hash(run, iteration - 1, source) for source in stage.previous}
+        previous = (*stage.previous, *(stage.previous_when(run.config) if stage.previous_when else ()))
+        inputs |= {f"previous_{source}": output_hash(run, iteration - 1, source) for source in previous}
     return {
         "stage": name,
         "iteration": iteration,

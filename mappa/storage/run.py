@@ -40,6 +40,7 @@ TRAINING = ("rollout", "score", "advantages", "update")
 OUTPUTS = {
     "rollout": "trajectories.parquet",
     "score": "scores.parquet",
+    "coach-update": "head.json",  # the learning coach's head (`coach.learn`): not a stage of every run
     "advantages": "experiences.parquet",
     "update": "metrics.json",
 }

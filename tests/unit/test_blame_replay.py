@@ -7,12 +7,12 @@ import asyncio
 from scripted_chat import scripted
 
 from mappa.agents.agent import Agent
-from mappa.blame.replay import CoalescingChat, forced_scripts, replay, upstream_changed
 from mappa.core.types import Problem
 from mappa.envs.corruption import GENERIC, corruptions_for
 from mappa.envs.mathchat import SPEC
 from mappa.envs.mathchat.corruptions import CORRUPTIONS, wrong_number
 from mappa.envs.mathchat.team import ROLES, MathChatEnvConfig
+from mappa.envs.replay import CoalescingChat, forced_scripts, replay, upstream_changed
 from mappa.inference.engine import SamplingParams
 from mappa.sandbox import SandboxLimits
 

@@ -121,9 +121,9 @@ def test_no_call_once_every_episode_is_done_and_at_least_one_turn(monkeypatch):
 def test_a_mathchat_replay_whose_executor_succeeded_at_once_runs_with_two_executor_turns(monkeypatch):
     """The blame check replays one trajectory with scripted agents that refuse an empty batch; MathChat's
     executor loop used to ask for its second turn with nobody left."""
-    from mappa.blame.replay import replay
     from mappa.envs.mathchat import SPEC
     from mappa.envs.mathchat.team import ROLES, MathChatEnvConfig
+    from mappa.envs.replay import replay
 
     fake_sandbox(monkeypatch)
     env = MathChatEnvConfig(max_executor_turns=2)

@@ -18,7 +18,6 @@ PURE_LAYERS = (
     "mappa.coach",
     "mappa.trainer",
     "mappa.storage",
-    "mappa.blame.replay",  # the blame check itself (`blame.check`) runs on Ray workers
     "mappa.models",
     "mappa.reporting",
 )

@@ -32,7 +32,8 @@ def test_the_registry_holds_every_stage_with_consistent_declarations():
             assert REGISTRY[source].output, f"{name} reads {source}, which writes no artifact"
         # registered on use: a re-scoring retries as score, an evaluation on another file as evaluate
         if not name.startswith((RESCORE, EVALUATE_ON)):
-            assert name in RetryConfig.model_fields, f"RetryConfig has no retry count for stage `{name}`"
+            field = name.replace("-", "_")
+            assert field in RetryConfig.model_fields, f"RetryConfig has no retry count for stage `{name}`"
     assert all(REGISTRY[name].output for name in TRAINING)
     assert REGISTRY["rollout"].previous == ("update",)  # the weights it rolls out with
 
