@@ -24,12 +24,11 @@ from __future__ import annotations
 import asyncio
 import json
 from dataclasses import asdict
-from statistics import fmean
 from typing import Any
 
 from mappa.coach.score import score_trajectories
 from mappa.config import RunConfig
-from mappa.core.blame import BlamePair, blame_rows
+from mappa.core.blame import ORIGINAL, blame_rows, replay_pairs
 from mappa.core.types import Trajectory
 from mappa.envs.corruption import corruptions_for
 from mappa.envs.replay import upstream_changed
@@ -41,7 +40,6 @@ from mappa.stages.stage import output_parts, stage_complete
 from mappa.storage.frames import frame_to_trajectories, scores_to_frame, trajectories_to_frame
 from mappa.storage.run import Run, iteration_name
 
-ORIGINAL = "original"
 REPLAYS = "replays.parquet"
 
 
@@ -127,45 +125,6 @@ def score_replays(run: Run, folder: str, config: RunConfig, replays: list[Trajec
     return {score.action_id: score.score for score in scores}
 
 
-def blame_pairs(run: Run, plans, replays, scores: dict[str, float], coach: str) -> list[BlamePair]:
-    """The pairs of one coach: each corrupted replay against the original replay of the same action."""
-    spec = run.config.env_spec
-    by_id = {trajectory.id: trajectory for trajectory in replays}
-    pairs = []
-    for plan in plans:
-        if plan["corruption"] == ORIGINAL:
-            continue
-        original = by_id[plan["id"].rsplit(":", 1)[0] + f":{ORIGINAL}"]
-        corrupted = by_id[plan["id"]]
-        did_part = spec.seat_checks(corrupted) if spec.seat_checks else {}
-        pairs.append(
-            BlamePair(
-                coach=coach,
-                seat=plan["seat"],
-                corruption=plan["corruption"],
-                seats=tuple(spec.seats),
-                original=_seat_means(original, scores),
-                corrupted=_seat_means(corrupted, scores),
-                target_original=scores[_action_at(original, plan["index"])],
-                target_corrupted=scores[_action_at(corrupted, plan["index"])],
-                did_part=did_part,
-                original_correct=original.correct,
-            )
-        )
-    return pairs
-
-
-def _seat_means(trajectory: Trajectory, scores: dict[str, float]) -> dict[str, float]:
-    by_seat: dict[str, list[float]] = {}
-    for action in trajectory.actions:
-        by_seat.setdefault(action.agent, []).append(scores[action.id])
-    return {seat: fmean(values) for seat, values in by_seat.items()}
-
-
-def _action_at(trajectory: Trajectory, index: int) -> str:
-    return next(a.id for a in trajectory.actions if a.index == index)
-
-
 def stored_replays(run: Run, folder: str, plans: list[dict[str, Any]]) -> list[Trajectory] | None:
     """The replays an earlier check wrote, if it planned exactly these (greedy replays do not change)."""
     parts = check_parts(run, folder, REPLAYS)
@@ -194,10 +153,10 @@ def check_blame(
     frame = trajectories_to_frame(replays, max(iteration, 0))
     run.store.write_parquet(frame, *check_parts(run, folder, REPLAYS))
     changed = sum(upstream_changed(p["trajectory"], r, p["index"]) for p, r in zip(plans, replays))
-    pairs = []
+    spec, pairs = run.config.env_spec, []
     for name, config in configs.items():
         scores = score_replays(run, folder, config, replays, name)
-        pairs += blame_pairs(run, plans, replays, scores, name)
+        pairs += replay_pairs(plans, replays, scores, name, tuple(spec.seats), spec.seat_checks)
     report = {
         "run": run.run_id,
         "iteration": iteration,

@@ -23,8 +23,15 @@ replayed corruption is an easier, sharper test. Not covered: several corruptions
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from statistics import fmean
+from typing import Any
+
+from mappa.core.types import Trajectory
+
+ORIGINAL = "original"
+"""The corruption name of a plan that replays an action as stored (a pair's original)."""
 
 
 @dataclass(frozen=True)
@@ -82,6 +89,53 @@ class BlamePair:
             for seat, drop in self.drops().items()
             if self.seats.index(seat) > position and self.did_part.get(seat)
         ]
+
+
+def replay_pairs(
+    plans: list[dict[str, Any]],
+    replays: list[Trajectory],
+    scores: dict[str, float],
+    coach: str,
+    seats: tuple[str, ...],
+    seat_checks: Callable[[Trajectory], dict[str, bool]] | None = None,
+) -> list[BlamePair]:
+    """The pairs of one coach: each corrupted replay against the original replay of the same action.
+    `plans` as the replays were planned (`id`, `seat`, `index`, `corruption`; an original's id ends in
+    `:original`, a corruption's in `:<its name>`), `scores` every replayed action's score by id; the env's
+    `seat_checks` say which seats did their part in a corrupted replay."""
+    by_id = {trajectory.id: trajectory for trajectory in replays}
+    pairs = []
+    for plan in plans:
+        if plan["corruption"] == ORIGINAL:
+            continue
+        original = by_id[plan["id"].rsplit(":", 1)[0] + f":{ORIGINAL}"]
+        corrupted = by_id[plan["id"]]
+        pairs.append(
+            BlamePair(
+                coach=coach,
+                seat=plan["seat"],
+                corruption=plan["corruption"],
+                seats=seats,
+                original=_seat_means(original, scores),
+                corrupted=_seat_means(corrupted, scores),
+                target_original=scores[_action_at(original, plan["index"])],
+                target_corrupted=scores[_action_at(corrupted, plan["index"])],
+                did_part=seat_checks(corrupted) if seat_checks else {},
+                original_correct=original.correct,
+            )
+        )
+    return pairs
+
+
+def _seat_means(trajectory: Trajectory, scores: dict[str, float]) -> dict[str, float]:
+    by_seat: dict[str, list[float]] = {}
+    for action in trajectory.actions:
+        by_seat.setdefault(action.agent, []).append(scores[action.id])
+    return {seat: fmean(values) for seat, values in by_seat.items()}
+
+
+def _action_at(trajectory: Trajectory, index: int) -> str:
+    return next(a.id for a in trajectory.actions if a.index == index)
 
 
 def blame_rows(pairs: list[BlamePair]) -> list[dict]:

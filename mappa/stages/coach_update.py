@@ -13,9 +13,12 @@ iteration K+1's score stage reads with (`head.json`):
    or the env's `seat_checks` say so) gets one corruption (the env's or a generic one,
    `mappa.envs.corruption`, chosen by the run's seed), and the trajectory is replayed from it, the later
    seats greedy with this iteration's weights (`mappa.stages.replays`, as the blame check replays). The
-   pair is that action as rolled out and as corrupted, each as the features of its seat's questions
+   pair is that action as stored and as corrupted, each as the features of its seat's questions
    (`LearnedCriteriaCoach.question_features`). A corrupted action the score stage would score by rule
    (nothing usable in it) is left out: the head never reads such actions.
+   Each original is replayed too (its later seats greedy, as the corrupted one's), and every replayed
+   action is scored with the head in force: the blame check's figures per corrupted seat (blame accuracy,
+   innocent-seat penalty; `mappa.core.blame`), out of sample, in `blame_before`.
 3. **The update**: `mappa.coach.head.train_head` (Bradley-Terry on the pairs, anchored to the head it
    starts from; convex, so a resumed stage writes the same head). The manifest has the pairs' accuracy
    under the head before (out of sample) and after (in sample), the losses, and how far the head moved.
@@ -42,8 +45,9 @@ from mappa.coach.criteria import ANSWERS
 from mappa.coach.head import AnswerHead, Pair, action_log_odds, pair_accuracy, train_head
 from mappa.coach.learned import LearnedCriteriaCoach, is_no_question
 from mappa.coach.prompt import load_template
-from mappa.coach.score import build_all_requests, rule_verdict
+from mappa.coach.score import build_all_requests, rule_verdict, score_trajectories
 from mappa.core.auc import auc
+from mappa.core.blame import ORIGINAL, blame_rows, replay_pairs
 from mappa.core.types import UNSCORED, Trajectory
 from mappa.envs.corruption import corruptions_for
 from mappa.stages.replays import run_replays
@@ -96,6 +100,7 @@ def update_coach(run: Run, iteration: int) -> dict[str, Any]:
         coach = LearnedCriteriaCoach(
             features_fn(worker), coach_config.model, load_template(coach_config.template), head
         )
+        blame = asyncio.run(blame_before(run, coach, coach_config, plans, replayed)) if plans else []
         pairs, ruled = asyncio.run(counterfactual_pairs(run, coach, coach_config, plans, replayed))
     finally:
         release_worker(run.run_id, COACH)
@@ -113,6 +118,7 @@ def update_coach(run: Run, iteration: int) -> dict[str, Any]:
         head_after=learned.version,
         moved=math.dist((*head.weight, head.bias), (*learned.weight, learned.bias)),
         outcome_auc=outcome_auc(trajectories, scores),
+        blame_before=blame,
         pairs_by_seat=_counts(pair.seat for pair in only_pairs),
         pairs_by_corruption=_counts(pair.corruption for pair in only_pairs),
         left_out_ruled=ruled,
@@ -125,8 +131,9 @@ def update_coach(run: Run, iteration: int) -> dict[str, Any]:
 def planned_corruptions(
     run: Run, iteration: int, trajectories: list[Trajectory], replays: int
 ) -> list[dict[str, Any]]:
-    """One replay plan (as `mappa.stages.replays` takes them) per (chosen trajectory, seat that did its
-    part): its last action, one applicable corruption chosen by the run's seed."""
+    """Two replay plans (as `mappa.stages.replays` takes them) per (chosen trajectory, seat that did its
+    part): its last action as stored (the original) and with one applicable corruption chosen by the run's
+    seed."""
     spec = run.config.env_spec
     declared = spec.corruptions() if spec.corruptions else ()
     chosen: dict[str, Trajectory] = {}
@@ -145,17 +152,17 @@ def planned_corruptions(
             if not variants:
                 continue
             rng = random.Random(f"{run.config.seed}:{iteration}:{trajectory.id}:{seat}")
-            name, text = rng.choice(variants)
-            plans.append(
-                {
-                    "id": f"learn:{trajectory.id}:{action.index}:{name}",
-                    "seat": seat,
-                    "index": action.index,
-                    "corruption": name,
-                    "text": text,
-                    "trajectory": trajectory,
-                }
-            )
+            for name, text in [(ORIGINAL, action.response), rng.choice(variants)]:
+                plans.append(
+                    {
+                        "id": f"learn:{trajectory.id}:{action.index}:{name}",
+                        "seat": seat,
+                        "index": action.index,
+                        "corruption": name,
+                        "text": text,
+                        "trajectory": trajectory,
+                    }
+                )
     return plans
 
 
@@ -168,19 +175,33 @@ def fair_originals(spec, trajectory: Trajectory) -> set[str]:
     return {seat for seat, done in checks.items() if done}
 
 
+async def blame_before(run: Run, coach: LearnedCriteriaCoach, coach_config, plans, replayed) -> list[dict]:
+    """The blame check's rows for the head in force (out of sample: fresh replays), per corrupted seat:
+    every replayed action scored, each corrupted replay against its original (`mappa.core.blame`)."""
+    spec = run.config.env_spec
+    scored = await score_trajectories(
+        coach, replayed, spec.roles, coach_config, reference_fn=spec.coach_reference
+    )
+    scores = {score.action_id: score.score for score in scored}
+    pairs = replay_pairs(plans, replayed, scores, "head", tuple(spec.seats), spec.seat_checks)
+    keep = ("seat", "pairs", "blame_accuracy", "innocent_penalty", "corrupted_seat_drop")
+    return [{key: row[key] for key in keep} for row in blame_rows(pairs)]
+
+
 async def counterfactual_pairs(run: Run, coach: LearnedCriteriaCoach, coach_config, plans, replayed):
     """([(pair, trajectory id)], how many corrupted actions were left out as ruled): the features of each
-    planned action as rolled out and as corrupted, over the questions asked about both."""
+    corrupted action and of the same action replayed as stored, over the questions asked about both."""
     spec = run.config.env_spec
-    originals = build_all_requests(
-        [p["trajectory"] for p in plans], spec.roles, coach_config, reference_fn=spec.coach_reference
-    )
-    corrupted = build_all_requests(replayed, spec.roles, coach_config, reference_fn=spec.coach_reference)
-    by_id = {request.action_id: request for request in [*originals, *corrupted]}
+    requests = build_all_requests(replayed, spec.roles, coach_config, reference_fn=spec.coach_reference)
+    by_id = {request.action_id: request for request in requests}
+    replay_of = {plan["id"]: replay for plan, replay in zip(plans, replayed, strict=True)}
     targets, ruled = [], 0
-    for plan, replay in zip(plans, replayed, strict=True):
-        before = by_id[_action_id(plan["trajectory"], plan["index"])]
-        after = by_id[_action_id(replay, plan["index"])]
+    for plan in plans:
+        if plan["corruption"] == ORIGINAL:
+            continue
+        original = replay_of[plan["id"].rsplit(":", 1)[0] + f":{ORIGINAL}"]
+        before = by_id[_action_id(original, plan["index"])]
+        after = by_id[_action_id(replay_of[plan["id"]], plan["index"])]
         if rule_verdict(after, coach_config, coach.model_name) is not None:
             ruled += 1
             continue

@@ -39,6 +39,10 @@ def test_the_coach_learns_from_counterfactual_pairs_and_the_next_score_reads_its
     assert first["pair_accuracy_after"] >= first["pair_accuracy_before"]
     assert first["loss_after"] < first["loss_before"]
     assert set(first["outcome_auc"]) >= {"all"}
+    # the head in force, out of sample, in the blame check's terms: one row per corrupted seat
+    blame = {row["seat"]: row for row in first["blame_before"]}
+    assert set(blame) <= {"solver", "executor", "verifier"} and blame
+    assert all(0 <= row["blame_accuracy"] <= 1 and row["pairs"] >= 1 for row in blame.values())
     pairs = run.store.read_parquet(*run.parts(0, "coach-update", "pairs.parquet"))
     assert len(pairs) == first["rows"] and set(pairs["seat"]) <= {"solver", "executor", "verifier"}
     # each score stage read with the head in force: the readout at 0, iteration 0's update's at 1
