@@ -17,6 +17,9 @@ Coaches (a name and its `coach.*` overrides of the env's config):
                    answer written in (`mathchat-facts`, criteria)
     facts-own      the same without the solver's question about the team's final answer
                    (`mathchat-facts-own`: each seat asked about its own step only)
+    judge(-nogt)   Qwen2.5-Coder-0.5B asked one seat-agnostic yes/no question ("Did this agent do its own
+                   part of the task correctly?", the `judge` template, criteria), with (without) ground
+                   truth: no hand-written questions; the learning coach's start (`coach.learn`)
     generic(-nogt) Qwen2.5-Coder-0.5B reading the step and judging it (the `generic` template, expected
                    score over the score tokens), with (without) ground truth: no hand-written questions
     env            the env's own coach as its config ships it (codepair: its questions, criteria)
@@ -39,6 +42,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 QWEN = ["coach.type=local", "coach.model=qwen2.5-coder-0.5b"]
 GENERIC = [*QWEN, "coach.scoring=expected", "coach.template=generic"]
+JUDGE = [*QWEN, "coach.scoring=criteria", "coach.template=judge"]  # one seat-agnostic yes/no question
 COACHES = {
     "outcome": ["coach.type=outcome"],
     "rubric": ["coach.type=rubric", "coach.use_ground_truth=true"],
@@ -55,6 +59,8 @@ COACHES = {
         "coach.template=mathchat-facts-own",
         "coach.use_ground_truth=true",
     ],
+    "judge": [*JUDGE, "coach.use_ground_truth=true"],
+    "judge-nogt": [*JUDGE, "coach.use_ground_truth=false"],
     "generic": [*GENERIC, "coach.use_ground_truth=true"],
     "generic-nogt": [*GENERIC, "coach.use_ground_truth=false"],
     "env": [],  # filled from the env's config (`env_coach`)
@@ -62,10 +68,26 @@ COACHES = {
 ENVS = {  # env -> (config, its coaches)
     "mathchat": (
         "configs/mathchat-cpu-learn.yaml",
-        ["outcome", "rubric", "rubric-nogt", "facts", "facts-own", "generic", "generic-nogt"],
+        [
+            "outcome",
+            "rubric",
+            "rubric-nogt",
+            "facts",
+            "facts-own",
+            "judge",
+            "judge-nogt",
+            "generic",
+            "generic-nogt",
+        ],
     ),
-    "dsbench": ("configs/dsbench-cpu.yaml", ["outcome", "rubric", "rubric-nogt", "generic", "generic-nogt"]),
-    "codepair": ("examples/mappa-codepair/codepair-cpu.yaml", ["outcome", "env", "generic", "generic-nogt"]),
+    "dsbench": (
+        "configs/dsbench-cpu.yaml",
+        ["outcome", "rubric", "rubric-nogt", "judge", "judge-nogt", "generic", "generic-nogt"],
+    ),
+    "codepair": (
+        "examples/mappa-codepair/codepair-cpu.yaml",
+        ["outcome", "env", "judge", "judge-nogt", "generic", "generic-nogt"],
+    ),
 }
 
 
