@@ -12,8 +12,11 @@ the learning coach scores exactly as the criteria coach does, and then moves by 
               softplus(-(u_original - u_corrupted)), Bradley-Terry on the action's log-odds
               u = mean over its questions of (w . h + b), negated for a `(no)` question
     anchor    anchor / 2 * s * (|w - w0|^2 + (b - b0)^2), w0, b0 the head the update started from and s
-              the pairs' mean |h|^2 (so `anchor` does not depend on the model's feature scale): a few dozen
-              pairs move the head a little, toward what they show, not anywhere
+              the mean over pairs of |x|^2, x the difference of the two actions' (features, 1): so
+              `anchor` does not depend on the model's feature scale, and at anchor 1 pairs that agree
+              move their margins by about half a unit of log-odds, not anywhere. (Scaled by |h|^2
+              instead, a first try on Qwen's features barely moved: an action and its corruption read
+              almost the same features, |x| << |h|.)
 
 The objective is convex; L-BFGS (float64) minimises it, so the same pairs give the same head (a resumed
 stage writes the same weights). `version`, a hash of the numbers, names the head in the scores it gives
@@ -115,8 +118,7 @@ def train_head(
     originals = torch.stack([_signed_mean(p.original, p.wants_no) for p in pairs])  # (P, D + 1)
     corrupted = torch.stack([_signed_mean(p.corrupted, p.wants_no) for p in pairs])
     difference = originals - corrupted
-    every = [h for p in pairs for h in (*p.original, *p.corrupted)]
-    scale = float(torch.tensor(every, dtype=torch.float64).pow(2).sum(-1).mean())
+    scale = max(float(difference.pow(2).sum(-1).mean()), 1e-12)
 
     def objective(theta: torch.Tensor) -> torch.Tensor:
         fit = torch.nn.functional.softplus(-(difference @ theta)).mean()

@@ -9,16 +9,15 @@ iteration K+1's score stage reads with (`head.json`):
    to predict the outcome is outcome-only with extra steps: its AUC against outcomes would climb while its
    blame accuracy (`mappa coach-check`) does not.
 2. **Counterfactual pairs**: up to `coach.learn.replays` trajectories of the rollout (one per problem,
-   successes first); in each, the last action of every seat that did its part (the trajectory succeeded,
-   or the env's `seat_checks` say so) gets one corruption (the env's or a generic one,
-   `mappa.envs.corruption`, chosen by the run's seed), and the trajectory is replayed from it, the later
-   seats greedy with this iteration's weights (`mappa.stages.replays`, as the blame check replays). The
-   pair is that action as stored and as corrupted, each as the features of its seat's questions
-   (`LearnedCriteriaCoach.question_features`). A corrupted action the score stage would score by rule
-   (nothing usable in it) is left out: the head never reads such actions.
-   Each original is replayed too (its later seats greedy, as the corrupted one's), and every replayed
-   action is scored with the head in force: the blame check's figures per corrupted seat (blame accuracy,
-   innocent-seat penalty; `mappa.core.blame`), out of sample, in `blame_before`.
+   successes first, each with a fair original); in each, the last action of every seat that did its part
+   (the trajectory succeeded, or the env's `seat_checks` say so) gets one corruption (the env's or a
+   generic one, `mappa.envs.corruption`, chosen by the run's seed among those that leave a usable output:
+   the head never reads an action the score stage scores by rule), and the trajectory is replayed from it
+   and from the action as stored, the later seats greedy with this iteration's weights
+   (`mappa.stages.replays`, as the blame check replays). The pair is the action replayed as stored and as
+   corrupted, each as the features of its seat's questions (`LearnedCriteriaCoach.question_features`).
+   Every replayed action is also scored with the head in force: the blame check's figures per corrupted
+   seat (blame accuracy, innocent-seat penalty; `mappa.core.blame`), out of sample, in `blame_before`.
 3. **The update**: `mappa.coach.head.train_head` (Bradley-Terry on the pairs, anchored to the head it
    starts from; convex, so a resumed stage writes the same head). The manifest has the pairs' accuracy
    under the head before (out of sample) and after (in sample), the losses, and how far the head moved.
@@ -31,9 +30,11 @@ pairs (outcomes alone would teach the outcome; see 1).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import random
 import time
+from dataclasses import replace
 from typing import Any
 
 import pandas as pd
@@ -45,7 +46,7 @@ from mappa.coach.criteria import ANSWERS
 from mappa.coach.head import AnswerHead, Pair, action_log_odds, pair_accuracy, train_head
 from mappa.coach.learned import LearnedCriteriaCoach, is_no_question
 from mappa.coach.prompt import load_template
-from mappa.coach.score import build_all_requests, rule_verdict, score_trajectories
+from mappa.coach.score import build_all_requests, rule_verdict, score_trajectories, unusable_output
 from mappa.core.auc import auc
 from mappa.core.blame import ORIGINAL, blame_rows, replay_pairs
 from mappa.core.types import UNSCORED, Trajectory
@@ -93,18 +94,23 @@ def update_coach(run: Run, iteration: int) -> dict[str, Any]:
     trajectories = frame_to_trajectories(run.store.read_parquet(*output_parts(run, iteration, "rollout")))
     scores = read_scores(run, iteration, "score")
     plans = planned_corruptions(run, iteration, trajectories, learn.replays)
-    replayed = run_replays(run, iteration, plans) if plans else []
+    timings = {}
+    with _timed(timings, "replays_s"):
+        replayed = run_replays(run, iteration, plans) if plans else []
     worker = coach_worker(run, coach_config.model, COACH)
     try:
         head = head_for(run, iteration, worker)
         coach = LearnedCriteriaCoach(
             features_fn(worker), coach_config.model, load_template(coach_config.template), head
         )
-        blame = asyncio.run(blame_before(run, coach, coach_config, plans, replayed)) if plans else []
-        pairs, ruled = asyncio.run(counterfactual_pairs(run, coach, coach_config, plans, replayed))
+        with _timed(timings, "blame_s"):
+            blame = asyncio.run(blame_before(run, coach, coach_config, plans, replayed)) if plans else []
+        with _timed(timings, "pairs_s"):
+            pairs, ruled = asyncio.run(counterfactual_pairs(run, coach, coach_config, plans, replayed))
     finally:
         release_worker(run.run_id, COACH)
-    learned, losses = train_head(head, [pair for pair, _ in pairs], learn.anchor, learn.max_steps)
+    with _timed(timings, "train_s"):
+        learned, losses = train_head(head, [pair for pair, _ in pairs], learn.anchor, learn.max_steps)
     run.store.write_json(learned.to_record(), *output_parts(run, iteration, STAGE_NAME))
     run.store.write_parquet(pairs_frame(pairs, head, learned), *run.parts(iteration, STAGE_NAME, PAIRS))
     only_pairs = [pair for pair, _ in pairs]
@@ -113,7 +119,7 @@ def update_coach(run: Run, iteration: int) -> dict[str, Any]:
         iteration,
         STAGE_NAME,
         rows=len(pairs),
-        timings={"total_s": time.perf_counter() - started},
+        timings={"total_s": time.perf_counter() - started, **timings},
         head_before=head.version,
         head_after=learned.version,
         moved=math.dist((*head.weight, head.bias), (*learned.weight, learned.bias)),
@@ -140,7 +146,8 @@ def planned_corruptions(
     for trajectory in sorted(trajectories, key=lambda t: (not t.correct, t.id)):  # successes first
         chosen.setdefault(trajectory.problem.id, trajectory)
     plans = []
-    for trajectory in list(chosen.values())[:replays]:
+    with_fair = [t for t in chosen.values() if fair_originals(spec, t)]
+    for trajectory in with_fair[:replays]:
         fair = fair_originals(spec, trajectory)
         for seat in spec.seats:
             own = [a for a in trajectory.actions if a.agent == seat]
@@ -148,7 +155,12 @@ def planned_corruptions(
                 continue
             action = own[-1]
             variants = [(c.name, c.apply(action, trajectory)) for c in corruptions_for(declared, seat)]
-            variants = [(name, text) for name, text in variants if text is not None]
+            # a corruption that leaves nothing usable is scored by rule, never by the head: not a pair
+            variants = [
+                (name, text)
+                for name, text in variants
+                if text is not None and unusable_output(replace(action, response=text)) is None
+            ]
             if not variants:
                 continue
             rng = random.Random(f"{run.config.seed}:{iteration}:{trajectory.id}:{seat}")
@@ -253,6 +265,16 @@ def pairs_frame(pairs, before: AnswerHead, after: AnswerHead) -> pd.DataFrame:
 
 def _action_id(trajectory: Trajectory, index: int) -> str:
     return next(a.id for a in trajectory.actions if a.index == index)
+
+
+@contextlib.contextmanager
+def _timed(timings: dict[str, float], name: str):
+    """Adds the seconds the block took to `timings[name]`."""
+    started = time.perf_counter()
+    try:
+        yield
+    finally:
+        timings[name] = round(time.perf_counter() - started, 2)
 
 
 def _counts(values) -> dict[str, int]:

@@ -140,7 +140,7 @@ def test_template_resolution_versions_and_errors(tmp_path):
     template = load_template("mathchat")
     assert template.name == "mathchat" and len(template.version) == 12
     assert load_template("generic").version != template.version
-    available = r"`nosuch` not found.*templates: dsbench, dsbench-reliability, generic, mathchat"
+    available = r"`nosuch` not found.*templates: dsbench, dsbench-reliability, generic, judge, mathchat, "
     with pytest.raises(ValueError, match=available):
         load_template("nosuch")
     custom = tmp_path / "mine.txt"
