@@ -262,13 +262,35 @@ def training_curves(args: argparse.Namespace, run_name: str) -> dict:
         agent: {"mean_score": g["mean_score"].tolist(), "kl": g["kl"].tolist()}
         for agent, g in curves.groupby("agent")
     }
-    stage_s = {}
+    stage_s, coach = {}, []
     for iteration in range(completed_iterations(run)):
-        for stage in ("rollout", "score", "advantages", "update"):
-            manifest = run.store.read_json(*run.parts(iteration, stage, "_manifest.json"))
+        for stage in ("rollout", "score", "coach-update", "advantages", "update"):
+            parts = run.parts(iteration, stage, "_manifest.json")
+            if stage == "coach-update" and not run.store.exists(*parts):
+                continue  # a coach that does not learn
+            manifest = run.store.read_json(*parts)
             stage_s.setdefault(stage, []).append(round(manifest["timings"]["total_s"], 1))
+            if stage == "coach-update":
+                coach.append(coach_learning(iteration, manifest))
     success = curves.groupby("iteration")["success_rate"].first().tolist()
-    return {"agents": agents, "train_success": success, "stage_s": stage_s}
+    learned = {"coach_learning": coach} if coach else {}
+    return {"agents": agents, "train_success": success, "stage_s": stage_s, **learned}
+
+
+def coach_learning(iteration: int, manifest: dict) -> dict:
+    """What one coach-update says of the head in force (out of sample: the outcome AUC of its scores on the
+    iteration's actions, the blame check on its fresh replays) and of what it learned (issue 48)."""
+    blame = {row["seat"]: row for row in manifest["blame_before"]}
+    return {
+        "iteration": iteration,
+        "outcome_auc": manifest["outcome_auc"],
+        "blame_accuracy": {seat: row["blame_accuracy"] for seat, row in blame.items()},
+        "innocent_penalty": {seat: row["innocent_penalty"] for seat, row in blame.items()},
+        "pairs": manifest["rows"],
+        "pair_accuracy": [manifest["pair_accuracy_before"], manifest["pair_accuracy_after"]],
+        "moved": manifest["moved"],
+        "timings": manifest["timings"],
+    }
 
 
 def per_problem(args: argparse.Namespace, run_name: str, iteration: int, ids: list[str]) -> dict:
@@ -404,6 +426,26 @@ def print_table(rows: list[dict], curves: dict[str, dict] | None = None, name: s
         scores = per_iteration_mean(curve["agents"], "mean_score")
         last = {stage: times[-1] for stage, times in curve["stage_s"].items()}
         print(f"{name:<24} {' '.join(f'{s:5.2f}' for s in scores)}   {last}")
+    print_coach_learning(curves)
+
+
+def print_coach_learning(curves: dict[str, dict]) -> None:
+    """Per run of a learning coach, per iteration: its head's outcome AUC and blame accuracy per corrupted
+    seat (out of sample), the pairs it learned from and their accuracy before -> after."""
+    learning = {name: curve["coach_learning"] for name, curve in curves.items() if "coach_learning" in curve}
+    if not learning:
+        return
+    print("\nthe learning coach per iteration: outcome AUC (all), blame accuracy per seat, pairs, accuracy")
+    for name, updates in learning.items():
+        for update in updates:
+            auc = update["outcome_auc"].get("all")
+            blame = " ".join(f"{seat} {value:.2f}" for seat, value in update["blame_accuracy"].items())
+            before, after = update["pair_accuracy"]
+            print(
+                f"{name:<24} iter {update['iteration']}  AUC {'-' if auc is None else f'{auc:.2f}'}  "
+                f"blame {blame or '-'}  {update['pairs']} pairs {before:.2f} -> {after:.2f}  "
+                f"{update['timings']['total_s']:.0f} s"
+            )
 
 
 def per_iteration_mean(agents: dict[str, dict], metric: str) -> list[float]:

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import math
 import random
 import time
@@ -44,7 +45,7 @@ from mappa.cluster.handles import WorkerHandle
 from mappa.cluster.ray_cluster import COACH, coach_worker, release_worker
 from mappa.coach.criteria import ANSWERS
 from mappa.coach.head import AnswerHead, Pair, action_log_odds, pair_accuracy, train_head
-from mappa.coach.learned import LearnedCriteriaCoach, is_no_question
+from mappa.coach.learned import FeaturesFn, LearnedCriteriaCoach, is_no_question
 from mappa.coach.prompt import load_template
 from mappa.coach.score import build_all_requests, rule_verdict, score_trajectories, unusable_output
 from mappa.core.auc import auc
@@ -67,6 +68,24 @@ def features_fn(worker: WorkerHandle):
         return await worker.chat_grouped_answer_features.remote(groups)
 
     return features
+
+
+def remembered(features: FeaturesFn) -> FeaturesFn:
+    """`features`, remembering each chat's: the blame pass scores every replayed action, and the pairs
+    then read the same chats again, so the model computes each once. A group (one action's questions,
+    which the worker batches together) with any chat not yet seen is sent whole."""
+    seen: dict[str, list[float]] = {}
+
+    async def features_once(groups: list[list[list[dict[str, str]]]]) -> list[list[list[float]]]:
+        keys = [[json.dumps(chat, sort_keys=True) for chat in group] for group in groups]
+        todo = [k for k, group_keys in enumerate(keys) if any(key not in seen for key in group_keys)]
+        if todo:
+            computed = await features([groups[k] for k in todo])
+            for k, rows in zip(todo, computed, strict=True):
+                seen.update(zip(keys[k], rows, strict=True))
+        return [[seen[key] for key in group_keys] for group_keys in keys]
+
+    return features_once
 
 
 def head_for(run: Run, iteration: int | None, worker: WorkerHandle) -> AnswerHead:
@@ -101,7 +120,7 @@ def update_coach(run: Run, iteration: int) -> dict[str, Any]:
     try:
         head = head_for(run, iteration, worker)
         coach = LearnedCriteriaCoach(
-            features_fn(worker), coach_config.model, load_template(coach_config.template), head
+            remembered(features_fn(worker)), coach_config.model, load_template(coach_config.template), head
         )
         with _timed(timings, "blame_s"):
             blame = asyncio.run(blame_before(run, coach, coach_config, plans, replayed)) if plans else []
