@@ -178,6 +178,13 @@ def main() -> int:
             f"{r['env']:<9} {r['coach']:<13} {r['seat']:<14} {r['pairs']:>5} {r['blame_accuracy']:>10.2f} "
             f"{innocent:>8} {reporter:>8}"
         )
+    print(f"\n{'env':<9} {'coach':<13} {'seat':<14} {'corruption':<16} {'pairs':>5} {'blame acc.':>10}")
+    for r in records:
+        for name, figures in r.get("by_corruption", {}).items():
+            print(
+                f"{r['env']:<9} {r['coach']:<13} {r['seat']:<14} {name:<16} {figures['pairs']:>5} "
+                f"{figures['blame_accuracy']:>10.2f}"
+            )
     out = {
         "benchmark": "blame",
         "date": time.strftime("%Y-%m-%d"),

@@ -166,9 +166,23 @@ def blame_rows(pairs: list[BlamePair]) -> list[dict]:
                 "reporter_penalty": _mean(reporters),
                 "reporters": len(reporters),
                 "corruptions": sorted({p.corruption for p in group}),
+                "by_corruption": _by_corruption(group),
             }
         )
     return rows
+
+
+def _by_corruption(group: list[BlamePair]) -> dict[str, dict]:
+    """Per corruption (sorted by name): its pairs and blame accuracy (say DSBench's `no-train-file`, the
+    paper's "file not found" case, apart from the seat's other mistakes)."""
+    names = sorted({pair.corruption for pair in group})
+    return {
+        name: {
+            "pairs": len(mine := [p for p in group if p.corruption == name]),
+            "blame_accuracy": fmean(p.blamed() for p in mine),
+        }
+        for name in names
+    }
 
 
 def _from_success(group: list[BlamePair]) -> dict:

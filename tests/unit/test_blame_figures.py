@@ -52,3 +52,17 @@ def test_pairs_from_a_success_are_counted_apart():
     assert row["pairs_from_success"] == 1 and row["blame_accuracy_from_success"] == 1.0
     (row,) = blame_rows([missed])
     assert row["pairs_from_success"] == 0 and row["blame_accuracy_from_success"] is None
+
+
+def test_blame_accuracy_per_corruption_hand_computed():
+    blamed = pair("llm", "executor", (7, 8, 9), (6, 1, 3), (8, 1))
+    missed = BlamePair(
+        **{**pair("llm", "executor", (5, 6, 8), (5, 5, 6), (6, 5)).__dict__, "corruption": "raises"}
+    )
+    also_missed = BlamePair(**{**missed.__dict__, "corruption": "raises"})
+    (row,) = blame_rows([blamed, missed, also_missed])
+    assert row["by_corruption"] == {
+        "raises": {"pairs": 2, "blame_accuracy": 0.0},
+        "wrong-number": {"pairs": 1, "blame_accuracy": 1.0},
+    }
+    assert row["blame_accuracy"] == pytest.approx(1 / 3)
