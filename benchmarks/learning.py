@@ -64,7 +64,7 @@ from mappa.stages import completed_iterations
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # comparison: beside this file
 from comparison import machine_info  # noqa: E402
-from learning_report import print_kinds, print_targets, set_targets  # noqa: E402
+from learning_report import markdown_tables, print_kinds, print_targets, set_targets  # noqa: E402
 
 from mappa.core.types import Problem  # noqa: E402
 
@@ -122,6 +122,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "learning.json"))
     parser.add_argument("--plot", help="default: --out with .png")
     parser.add_argument("--replot", action="store_true", help="table and plot from --out's JSON; no runs")
+    parser.add_argument(
+        "--markdown", action="store_true", help="with --replot: the README/docs tables from --out's JSON"
+    )
     args = parser.parse_args()
     args.plot = args.plot or str(Path(args.out).with_suffix(".png"))
     if args.also_eval is None:
@@ -505,6 +508,9 @@ def held_out_sets(report: dict, part: str) -> dict:
 
 def replot(args: argparse.Namespace) -> int:
     report = json.loads(Path(args.out).read_text())
+    if args.markdown:
+        print(markdown_tables(report))
+        return 0
     print_table(report["summary"], report["curves"])
     if "lifts" in report:
         print_lifts(report["lifts"])

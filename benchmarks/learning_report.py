@@ -105,3 +105,76 @@ def _interval(figures: dict) -> str:
     seeds = figures["seed_ci95"]
     spread = "one seed" if seeds is None else f"seeds [{seeds[0]:+.1%}, {seeds[1]:+.1%}]"
     return f"{figures['mean']:+.1%} ({spread})"
+
+
+def markdown_tables(report: dict) -> str:
+    """The tables README and docs/learning.md show, from a learning JSON (`learning.py --replot
+    --markdown`): per held-out set, each source's success before and after with its change over the base
+    and over outcome-only (both intervals: over problems, and Student's t over seeds), then the change per
+    kind; and the targets. Figures are never typed by hand."""
+    roles = report.get("set_roles", {})
+    sets = {next(iter(report["eval_sets"])): report}
+    sets.update(report.get("other_sets", {}))
+    lines = [
+        "| set | source | base -> after (per seed) | vs base [problems] [seeds] | gained / lost "
+        "| vs outcome-only [problems] [seeds] |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, figures in sets.items():
+        after = _after_by_source(figures["summary"])
+        for source, lift in figures["lifts"]["correct_flexible"].items():
+            base, other = lift["vs_base"], lift.get("vs_outcome")
+            seeds = " / ".join(f"{value:.1%}" for value in after[source])
+            lines.append(
+                f"| {name} ({roles.get(name, 'file')}, {report['eval_sets'][name]}) | `{source}` "
+                f"| {after['base']:.1%} -> {seeds} | {_md_lift(base)} "
+                f"| {sum(base['gained'])} / {sum(base['lost'])} | {_md_lift(other) if other else '-'} |"
+            )
+    for name, figures in sets.items():
+        for grouping in GROUPINGS:
+            lines += ["", f"{name}, change over the base per {grouping} [seeds x problems]:", ""]
+            sources = list(figures["lifts"]["correct_flexible"])
+            lines.append(f"| {grouping} | n | " + " | ".join(f"`{s}`" for s in sources) + " |")
+            lines.append("|---|---|" + "---|" * len(sources))
+            for kind, by_kind in figures["kinds"][grouping].items():
+                cells = [_md_kind(by_kind["sources"][s]["vs_base"]) for s in sources]
+                lines.append(f"| {kind} | {by_kind['problems']} | " + " | ".join(cells) + " |")
+    lines += [
+        "",
+        "| set | best coach | over base | over outcome-only | no kind worse | met |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, target in report["targets"].items():
+        checks = target.get("checks", {})
+        cells = [
+            f"{'met' if checks.get(check) else 'missed'}"
+            for check in ("over_base", "over_outcome", "no_kind_worse")
+        ]
+        lines.append(
+            f"| {name} | `{target['coach']}` | {' | '.join(cells)} | {'yes' if target['met'] else 'no'} |"
+        )
+    return "\n".join(lines)
+
+
+def _after_by_source(summary: list[dict]) -> dict:
+    """{source: [each seed's final flexible success]} and {'base': the base's}, from summary rows."""
+    out: dict = {}
+    for row in summary:
+        if row["iteration"] == 0:
+            out["base"] = row["heldout_success_flexible"]
+        else:
+            out.setdefault(row["source"], []).append(row["heldout_success_flexible"])
+    return out
+
+
+def _md_lift(lift: dict) -> str:
+    low, high = lift["ci95"]
+    seeds = lift.get("seed_ci95")
+    seed_part = "[one seed]" if seeds is None else f"[{seeds[0] * 100:+.1f}, {seeds[1] * 100:+.1f}]"
+    return f"{lift['mean'] * 100:+.1f} [{low * 100:+.1f}, {high * 100:+.1f}] {seed_part}"
+
+
+def _md_kind(lift: dict) -> str:
+    low, high = lift["ci95_seeds_problems"]
+    flag = " **worse**" if high < 0 else ""
+    return f"{lift['mean'] * 100:+.1f} [{low * 100:+.1f}, {high * 100:+.1f}]{flag}"

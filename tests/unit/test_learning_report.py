@@ -17,7 +17,7 @@ from mappa.envs.overlap import find_overlap
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "benchmarks"))
 from learning import TEST_FILE, TEST_SHA256, VALIDATION_FILE  # noqa: E402
-from learning_report import kind_report, kinds_of, set_targets  # noqa: E402
+from learning_report import kind_report, kinds_of, markdown_tables, set_targets  # noqa: E402
 
 from mappa.core.lift_stats import lifts_by_source  # noqa: E402
 
@@ -59,6 +59,32 @@ def test_a_lift_that_costs_a_kind_is_a_regression_not_a_lift():
     target = set_targets(lifts_by_source(BASE, runs), kinds)
     assert target["over_base"]["mean"] == 0.125 and target["checks"]["over_base"]
     assert not target["checks"]["no_kind_worse"] and not target["met"]
+
+
+def test_the_markdown_tables_are_the_json_figures():
+    runs = runs_of([1, 1, 1, 1, 1, 0, 0, 0])
+    lifts, kinds = lifts_by_source(BASE, runs), kind_report(kinds_of(PROBLEMS), BASE, runs)
+    summary = [{"source": "llm", "seed": 0, "iteration": 0, "heldout_success_flexible": 0.5}]
+    summary += [
+        {"source": s, "seed": k, "iteration": 3, "heldout_success_flexible": v}
+        for s, v in (("llm", 0.625), ("outcome", 0.5))
+        for k in range(3)
+    ]
+    report = {
+        "eval_sets": {"tiny": 8},
+        "set_roles": {"tiny": "test"},
+        "summary": summary,
+        "lifts": {"correct_flexible": lifts},
+        "kinds": kinds,
+        "targets": {"tiny": set_targets(lifts, kinds)},
+    }
+    table = markdown_tables(report)
+    # +4 of 8 additions, -3 multiplications: +12.5 points on every seed; 4 gained and 3 lost per seed
+    assert "| tiny (test, 8) | `llm` | 50.0% -> 62.5% / 62.5% / 62.5% | +12.5 [" in table
+    assert "[+12.5, +12.5] | 12 / 9 |" in table
+    (multiply,) = [line for line in table.splitlines() if line.startswith("| multiply | 4 | -75.0 [")]
+    assert multiply.endswith("] **worse** | +0.0 [+0.0, +0.0] |")  # the kind that regressed is marked
+    assert table.rstrip().endswith("| tiny | `llm` | met | met | missed | no |")
 
 
 def test_one_seed_never_meets_a_target():
