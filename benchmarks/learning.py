@@ -255,7 +255,8 @@ def evaluation(args: argparse.Namespace, run_name: str, iteration: int, ids: lis
 
 
 def training_curves(args: argparse.Namespace, run_name: str) -> dict:
-    """Per iteration: mean coach score, KL and training success per agent; the run's stage times."""
+    """Per iteration: mean coach score, KL and training success per agent; the run's stage times (the
+    evaluations' too, where an iteration was evaluated)."""
     from mappa.storage.history import run_history
     from mappa.storage.run import Run
 
@@ -267,10 +268,10 @@ def training_curves(args: argparse.Namespace, run_name: str) -> dict:
     }
     stage_s, coach = {}, []
     for iteration in range(completed_iterations(run)):
-        for stage in ("rollout", "score", "coach-update", "advantages", "update"):
+        for stage in ("rollout", "score", "coach-update", "advantages", "update", "evaluate"):
             parts = run.parts(iteration, stage, "_manifest.json")
-            if stage == "coach-update" and not run.store.exists(*parts):
-                continue  # a coach that does not learn
+            if stage in ("coach-update", "evaluate") and not run.store.exists(*parts):
+                continue  # a coach that does not learn; an iteration not evaluated
             manifest = run.store.read_json(*parts)
             stage_s.setdefault(stage, []).append(round(manifest["timings"]["total_s"], 1))
             if stage == "coach-update":
