@@ -101,6 +101,13 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--root", default=str(REPO / "benchmarks" / "runs" / "blame"))
     parser.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "blame.json"))
     parser.add_argument(
+        "--markdown",
+        nargs="+",
+        metavar="JSON",
+        help="no runs: the README/docs table of these results files (blame accuracy and penalties per "
+        "env, coach and corrupted seat, and per corruption)",
+    )
+    parser.add_argument(
         "--from-report",
         nargs=2,
         metavar=("ENV", "REPORT"),
@@ -154,8 +161,32 @@ def check(args: argparse.Namespace, env: str, run_id: str, coaches: list[str]) -
     return json.loads(report.read_text())
 
 
+def markdown(paths: list[str]) -> str:
+    """One table row per (env, coach, corrupted seat) of the results files: pairs, blame accuracy (and
+    per corruption), the innocent-seat penalty, from the JSON as the benchmark wrote it."""
+    lines = [
+        "| env | coach | corrupted seat | pairs | blame accuracy | per corruption | innocent penalty |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for path in paths:
+        for r in json.loads(Path(path).read_text())["records"]:
+            each = ", ".join(
+                f"{name} {f['blame_accuracy']:.2f} ({f['pairs']})"
+                for name, f in r.get("by_corruption", {}).items()
+            )
+            innocent = "-" if r["innocent_penalty"] is None else f"{r['innocent_penalty']:+.2f}"
+            lines.append(
+                f"| {r['env']} | `{r['coach']}` | {r['seat']} | {r['pairs']} | {r['blame_accuracy']:.2f} "
+                f"| {each or '-'} | {innocent} |"
+            )
+    return "\n".join(lines)
+
+
 def main() -> int:
     args = parse_args()
+    if args.markdown:
+        print(markdown(args.markdown))
+        return 0
     args.root = str(Path(args.root).resolve())
     started = time.time()
     records, reports = [], {}
