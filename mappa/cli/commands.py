@@ -9,6 +9,7 @@ import argparse
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from mappa.cli.ctrl_c import watching_ctrl_c
 from mappa.cli.render import (
     console,
     note,
@@ -66,7 +67,7 @@ def run_logged(
     from mappa.reporting.progress import terminal_progress
     from mappa.run_log import run_log
 
-    with run_log(root, run_id, args.command, debug=args.debug) as log:
+    with run_log(root, run_id, args.command, debug=args.debug) as log, watching_ctrl_c() as ctrl_c:
         try:
             start_temporary_server()  # apart from the terminal: Ctrl-C stops the run, not it
             with run_tags(config), terminal_progress():  # a bar per long stage, on a terminal
@@ -74,6 +75,8 @@ def run_logged(
         except KeyboardInterrupt:
             return interrupted(args, run_id, root), None
         except Exception as exc:  # noqa: BLE001 - one line here, the traceback in the run's log
+            if ctrl_c.pressed:  # a library turned the KeyboardInterrupt into its own error
+                return interrupted(args, run_id, root), None
             return failed(exc, args, log, run_id, root), None
 
 
