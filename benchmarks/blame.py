@@ -16,7 +16,9 @@ Coaches (a name and its `coach.*` overrides of the env's config):
     facts          MathChat's AI coach as shipped: Qwen2.5-Coder-0.5B, yes/no facts with the reference
                    answer written in (`mathchat-facts`, criteria)
     facts-own      the same without the solver's question about the team's final answer
-                   (`mathchat-facts-own`: each seat asked about its own step only)
+                   (`mathchat-facts-own`; it still asks the solver about the team's wrong answer)
+    facts-step     no question whose asking depends on the outcome (`mathchat-facts-step`: each seat is
+                   asked only about its own step)
     judge(-nogt)   Qwen2.5-Coder-0.5B asked one seat-agnostic yes/no question ("Did this agent do its own
                    part of the task correctly?", the `judge` template, criteria), with (without) ground
                    truth: no hand-written questions; the learning coach's start (`coach.learn`)
@@ -59,6 +61,12 @@ COACHES = {
         "coach.template=mathchat-facts-own",
         "coach.use_ground_truth=true",
     ],
+    "facts-step": [
+        *QWEN,
+        "coach.scoring=criteria",
+        "coach.template=mathchat-facts-step",
+        "coach.use_ground_truth=true",
+    ],
     "judge": [*JUDGE, "coach.use_ground_truth=true"],
     "judge-nogt": [*JUDGE, "coach.use_ground_truth=false"],
     "generic": [*GENERIC, "coach.use_ground_truth=true"],
@@ -74,6 +82,7 @@ ENVS = {  # env -> (config, its coaches)
             "rubric-nogt",
             "facts",
             "facts-own",
+            "facts-step",
             "judge",
             "judge-nogt",
             "generic",
