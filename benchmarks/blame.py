@@ -9,6 +9,11 @@ replays the later seats greedily with the base weights (an original replay repro
 scores original and corrupted replays alike; `mappa.core.blame` turns the pairs into blame accuracy, the
 innocent-seat penalty (up- and downstream) and the reporter penalty.
 
+DSBench is checked on its reference team instead (`--team reference`, `mappa.envs.dsbench.reference_team`:
+fixed pandas and scikit-learn programs that solve the builtin tasks): SmolLM2-135M's programs crash before
+saving anything, so deleting X_train.pkl after them changes nothing. With the reference team the modeler's
+program, run again, meets "file not found" (the MAPPA paper's case); the later seats do not adapt.
+
 Coaches (a name and its `coach.*` overrides of the env's config):
 
     outcome        the trajectory's success for every action: every seat moves alike (the floor)
@@ -73,7 +78,7 @@ COACHES = {
     "generic-nogt": [*GENERIC, "coach.use_ground_truth=false"],
     "env": [],  # filled from the env's config (`env_coach`)
 }
-ENVS = {  # env -> (config, its coaches)
+ENVS = {  # env -> (config, its coaches, whose trajectories: `mappa coach-check --team`)
     "mathchat": (
         "configs/mathchat-cpu-learn.yaml",
         [
@@ -88,14 +93,17 @@ ENVS = {  # env -> (config, its coaches)
             "generic",
             "generic-nogt",
         ],
+        "policy",
     ),
-    "dsbench": (
+    "dsbench": (  # SmolLM2-135M writes no working pipeline: its corrupted replays equal the originals
         "configs/dsbench-cpu.yaml",
         ["outcome", "rubric", "rubric-nogt", "judge", "judge-nogt", "generic", "generic-nogt"],
+        "reference",
     ),
     "codepair": (
         "examples/mappa-codepair/codepair-cpu.yaml",
         ["outcome", "env", "judge", "judge-nogt", "generic", "generic-nogt"],
+        "policy",
     ),
 }
 
@@ -106,6 +114,11 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--coaches", nargs="+", choices=list(COACHES), help="default: each env's list")
     parser.add_argument("--problems", type=int, default=8, help="trajectories per env (one per problem)")
     parser.add_argument("--eval-problems", type=int, default=64, help="held-out problems the base team tries")
+    parser.add_argument(
+        "--team",
+        choices=["policy", "reference"],
+        help="whose trajectories to check (default: each env's; DSBench: its reference team)",
+    )
     parser.add_argument("--set", action="append", default=[], help="more overrides of every env's config")
     parser.add_argument("--root", default=str(REPO / "benchmarks" / "runs" / "blame"))
     parser.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "blame.json"))
@@ -133,8 +146,9 @@ def mappa(*args: str) -> None:
         raise SystemExit(f"error: `mappa {' '.join(args[:2])}` failed (exit {done.returncode}; see above)")
 
 
-def base_team(args: argparse.Namespace, env: str, config: str) -> str:
-    """A one-iteration run under the outcome coach, and its base team's held-out evaluation."""
+def base_team(args: argparse.Namespace, env: str, config: str, team: str) -> str:
+    """A one-iteration run under the outcome coach, and (for the policy's check) its base team's held-out
+    evaluation."""
     run_id = f"blame-{env}"
     sets = [
         "iterations=1",
@@ -148,7 +162,8 @@ def base_team(args: argparse.Namespace, env: str, config: str) -> str:
         *args.set,
     ]
     mappa("train", config, "--run-id", run_id, *[part for item in sets for part in ("--set", item)])
-    mappa("evaluate", run_id, "--root", args.root, "--iteration", "-1")
+    if team == "policy":
+        mappa("evaluate", run_id, "--root", args.root, "--iteration", "-1")
     return run_id
 
 
@@ -160,14 +175,14 @@ def env_coach(config: str) -> list[str]:
     return [f"coach.{key}={value}" for key, value in coach.items() if not isinstance(value, (dict, list))]
 
 
-def check(args: argparse.Namespace, env: str, run_id: str, coaches: list[str]) -> dict:
+def check(args: argparse.Namespace, env: str, run_id: str, coaches: list[str], team: str) -> dict:
     overrides = {name: COACHES[name] or env_coach(ENVS[env][0]) for name in coaches}
     specs = [f"{name}:{' '.join(settings)}" for name, settings in overrides.items()]
     command = ["coach-check", run_id, "--root", args.root, "--problems", str(args.problems)]
-    command += ["--evaluation", "--iteration", "-1"]
+    command += ["--team", "reference"] if team == "reference" else ["--evaluation", "--iteration", "-1"]
     mappa(*command, *[part for spec in specs for part in ("--coach", spec)])
-    report = Path(args.root) / run_id / "coach-check" / "evaluate-base" / "report.json"
-    return json.loads(report.read_text())
+    folder = "reference-team" if team == "reference" else "evaluate-base"
+    return json.loads((Path(args.root) / run_id / "coach-check" / folder / "report.json").read_text())
 
 
 def markdown(paths: list[str]) -> str:
@@ -204,10 +219,11 @@ def main() -> int:
         reports[env] = json.loads(Path(path).read_text())
         records += [{"env": env, **row} for row in reports[env]["rows"]]
     for env in [] if args.from_report else args.envs:
-        config, default_coaches = ENVS[env]
+        config, default_coaches, team = ENVS[env]
+        team = args.team or team
         coaches = [c for c in (args.coaches or default_coaches) if c in default_coaches]
-        run_id = base_team(args, env, config)
-        reports[env] = check(args, env, run_id, coaches)
+        run_id = base_team(args, env, config, team)
+        reports[env] = check(args, env, run_id, coaches, team)
         records += [{"env": env, **row} for row in reports[env]["rows"]]
     header = f"{'env':<9} {'coach':<13} {'seat':<14} {'pairs':>5} {'blame acc.':>10} {'innocent':>8}"
     print(f"\n{header} {'reporter':>8}")  # innocent: mean drop of the other seats, points of 10

@@ -12,11 +12,16 @@ trajectories (`mappa.envs.replay`). Every replay is scored by every coach (`coac
 and the pairs give each coach's blame accuracy and innocent-seat penalty per corrupted seat
 (`mappa.core.blame`).
 
+With `team="reference"` (`--team reference`) the trajectories are the env's reference team's
+(`EnvSpec.reference_team`: a fixed response per seat that does its part) on the first `problems` held-out
+problems, and later seats of a replay run their fixed responses again: for envs whose policy cannot do the
+task, so that a corruption has consequences downstream (DSBench's "file not found").
+
 Writes `RUN/coach-check/iter-K/` (an evaluation's: `evaluate-base/`, `evaluate-iter-K/`): `replays.parquet`
 (every replay, reused by a later check with the same trajectories, seats and corruptions: greedy replays
 are deterministic), `scores-<coach>.parquet`, and `report.json` (the rows, each pair's per-seat scores, the
-settings). Not covered: envs whose rollout is random beyond the policy's sampling (`upstream_changed`
-counts such replays).
+settings); the reference team's check writes `reference-team/`. Not covered: envs whose rollout is random
+beyond the policy's sampling (`upstream_changed` counts such replays).
 """
 
 from __future__ import annotations
@@ -26,21 +31,26 @@ import json
 from dataclasses import asdict
 from typing import Any
 
+from mappa.agents.agent import Agent
 from mappa.coach.score import score_trajectories
 from mappa.config import RunConfig
 from mappa.core.blame import ORIGINAL, blame_rows, replay_pairs
-from mappa.core.types import Trajectory
+from mappa.core.types import Problem, Trajectory
 from mappa.envs.corruption import corruptions_for
-from mappa.envs.replay import upstream_changed
+from mappa.envs.reference_team import erring, reference_agents
+from mappa.envs.replay import replay, upstream_changed
 from mappa.stages.evaluate import TRAJECTORIES, evaluation_complete, evaluation_label, evaluation_parts
 from mappa.stages.replays import run_replays
 from mappa.stages.rescore import rescore_settings
+from mappa.stages.rollout import sandbox_limits
 from mappa.stages.score import stage_coach
 from mappa.stages.stage import output_parts, stage_complete
 from mappa.storage.frames import frame_to_trajectories, scores_to_frame, trajectories_to_frame
 from mappa.storage.run import Run, iteration_name
 
 REPLAYS = "replays.parquet"
+REFERENCE_AT_ONCE = 4  # reference-team episodes running at once (each runs its programs in the sandbox)
+REFERENCE_FOLDER = "reference-team"  # RUN/coach-check/<this>/: the check of the env's reference team
 
 
 def check_folder(iteration: int, evaluated: bool = False) -> str:
@@ -136,6 +146,54 @@ def stored_replays(run: Run, folder: str, plans: list[dict[str, Any]]) -> list[T
     return [stored[plan["id"]] for plan in plans]
 
 
+def reference_team_problems(run: Run, problems: int) -> tuple[list[Problem], dict[str, dict[str, Agent]]]:
+    """The first `problems` held-out problems of the run's env and its reference team for each (raises,
+    naming the fix, where the env has none)."""
+    spec = run.config.env_spec
+    chosen = spec.load_problems(run.config.env.eval_data)[:problems]
+    return chosen, {problem.id: reference_agents(spec, problem) for problem in chosen}
+
+
+def reference_team_replays(run: Run, problems: int) -> tuple[list[Trajectory], Any]:
+    """The env's reference team (`mappa.envs.reference_team`) on the first `problems` held-out problems,
+    and a function that replays plans with it: later seats run their fixed responses again, the corrupted
+    seat its corrupted one on each of its turns (`erring`). At most
+    `REFERENCE_AT_ONCE` episodes run at a time (their programs are the whole cost: no model answers)."""
+    spec, env, limits = run.config.env_spec, run.config.env, sandbox_limits(run)
+    chosen, teams = reference_team_problems(run, problems)
+
+    async def bounded(episodes) -> list[Trajectory]:
+        gate = asyncio.Semaphore(REFERENCE_AT_ONCE)
+
+        async def one(episode):
+            async with gate:
+                return await episode
+
+        return await asyncio.gather(*(one(episode) for episode in episodes))
+
+    def originals() -> list[Trajectory]:
+        rolled = [spec.run([(f"reference:{p.id}", p)], teams[p.id], limits, env) for p in chosen]
+        return [trajectory for (trajectory,) in asyncio.run(bounded(rolled))]
+
+    def replays(plans: list[dict[str, Any]]) -> list[Trajectory]:
+        episodes = [
+            replay(
+                spec,
+                p["trajectory"],
+                p["index"],
+                p["text"],
+                erring(teams[p["trajectory"].problem.id], p["seat"], p["text"]),
+                limits,
+                env,
+                p["id"],
+            )
+            for p in plans
+        ]
+        return asyncio.run(bounded(episodes))
+
+    return originals(), replays
+
+
 def check_blame(
     run: Run,
     iteration: int,
@@ -143,13 +201,27 @@ def check_blame(
     seats: list[str],
     problems: int,
     evaluated: bool = False,
+    team: str = "policy",
 ) -> dict[str, Any]:
-    """The blame check (module docstring); returns the report it writes."""
+    """The blame check (module docstring); returns the report it writes. `team="reference"` checks the
+    env's reference team instead of the run's trajectories (`reference_team_replays`)."""
     configs = coach_configs(run, coaches)
-    trajectories = sample_trajectories(run, iteration, problems, evaluated)
+    if team == "reference":
+        trajectories, replay_with_team = reference_team_replays(run, problems)
+        folder = REFERENCE_FOLDER
+        made_by = "the env's reference team on the first held-out problems"
+        downstream = "the env's reference team: each later seat runs its fixed response again (no adapting)"
+    else:
+        trajectories = sample_trajectories(run, iteration, problems, evaluated)
+        folder = check_folder(iteration, evaluated)
+        made_by = "evaluation (greedy)" if evaluated else "rollout (sampled)"
+        downstream = "generated anew, greedy, by the weights that made the stored trajectories"
+
+        def replay_with_team(plans):
+            return run_replays(run, weights_of(iteration, evaluated), plans)
+
     plans = planned_replays(run, trajectories, seats)
-    folder = check_folder(iteration, evaluated)
-    replays = stored_replays(run, folder, plans) or run_replays(run, weights_of(iteration, evaluated), plans)
+    replays = stored_replays(run, folder, plans) or replay_with_team(plans)
     frame = trajectories_to_frame(replays, max(iteration, 0))
     run.store.write_parquet(frame, *check_parts(run, folder, REPLAYS))
     changed = sum(upstream_changed(p["trajectory"], r, p["index"]) for p, r in zip(plans, replays))
@@ -160,14 +232,14 @@ def check_blame(
     report = {
         "run": run.run_id,
         "iteration": iteration,
-        "trajectories": "evaluation (greedy)" if evaluated else "rollout (sampled)",
+        "trajectories": made_by,
         "folder": folder,
         "problems": len(trajectories),
         "seats": seats,
         "coaches": coaches,
         "replays": len(replays),
         "upstream_changed": changed,
-        "downstream": "generated anew, greedy, by the weights that made the stored trajectories",
+        "downstream": downstream,
         "rows": blame_rows(pairs),
         "pairs": [asdict(pair) for pair in pairs],
     }

@@ -43,6 +43,14 @@ def add_coach_check_command(sub: argparse._SubParsersAction) -> None:
         help="check the held-out evaluation of checkpoint --iteration (-1: the base team; greedy) instead of "
         "the iteration's rollout",
     )
+    check.add_argument(
+        "--team",
+        choices=["policy", "reference"],
+        default="policy",
+        help="policy: the run's stored trajectories, later seats replayed by its weights (default); "
+        "reference: the env's reference team (a fixed response per seat that does its part) on the first "
+        "--problems held-out problems, for an env whose policy cannot do the task yet",
+    )
     check.add_argument("--seats", nargs="+", help="the seats to corrupt (default: every seat)")
     check.add_argument("--problems", type=int, default=8, help="trajectories to replay, one per problem")
     check.add_argument("--debug", action="store_true", help="print tracebacks")
@@ -65,7 +73,7 @@ def parse_coaches(specs: list[str] | None) -> dict[str, list[str]]:
 
 
 def cmd_coach_check(args: argparse.Namespace) -> int:
-    from mappa.blame.check import coach_configs, sample_trajectories
+    from mappa.blame.check import coach_configs, reference_team_problems, sample_trajectories
     from mappa.cli.commands import run_logged
     from mappa.storage.run import Run
 
@@ -78,7 +86,10 @@ def cmd_coach_check(args: argparse.Namespace) -> int:
         raise ValueError(f"--seats {', '.join(unknown)}: the run's seats are {', '.join(run.config.agents)}")
     if args.problems < 1:
         raise ValueError("--problems: check at least one trajectory")
-    sample_trajectories(run, args.iteration, args.problems, args.evaluation)  # the trajectories exist
+    if args.team == "reference":
+        reference_team_problems(run, args.problems)  # the env has one for these problems
+    else:
+        sample_trajectories(run, args.iteration, args.problems, args.evaluation)  # the trajectories exist
     from mappa.flows.coach_check import coach_check
 
     code, report = run_logged(
@@ -87,7 +98,7 @@ def cmd_coach_check(args: argparse.Namespace) -> int:
         args.root,
         run.config,
         lambda: coach_check(
-            args.run_id, args.root, args.iteration, coaches, seats, args.problems, args.evaluation
+            args.run_id, args.root, args.iteration, coaches, seats, args.problems, args.evaluation, args.team
         ),
     )
     if code:

@@ -13,7 +13,7 @@ The contract (`mappa.envs.spec`; each field in docs/architecture.md, "Envs are p
                       batch), `load_problems` (a data source -> `Problem`s), `config` (its `EnvSection`);
                       optional `coach_reference`, `coach_template`, `rubric`, `result_columns`,
                       `seat_checks`, `stops` (seat -> strings that end a generation), `corruptions`,
-                      `answers` (an `AnswerReader`)
+                      `answers` (an `AnswerReader`), `reference_team` (problem -> seat -> a response)
     EnvSection        the base of the env's config section (a frozen pydantic model, unknown keys refused):
                       `type`, `train_data`, `eval_data` (what `load_problems` reads), `overlap` (`drop`,
                       `warn`, `error`: held-out problems that repeat training ones); the env adds its own

@@ -27,6 +27,8 @@ What a spec holds:
                     coach-bias watch's answer collapse (`mappa.coach.exploit_watch`). Without it the watch
                     reports no answer shares for the env (it cannot tell what an action answered); its
                     score-drift check runs either way
+    reference_team  optional; per problem, a response per seat that does its part: the blame check's
+                    `--team reference` plays it where the policy cannot do the task
 
 Not covered: loading (`mappa.envs.registry`), the coach's prompt (`mappa.coach.prompt`).
 """
@@ -113,6 +115,10 @@ class EnvSpec:
     """How an action's final answer is read and compared, for the coach-bias watch's answer collapse; None:
     the watch reports no answer shares for this env (DSBench: its seats write code and reports, not one
     final answer)."""
+    reference_team: Callable[[Problem], dict[str, str]] | None = None
+    """Per problem, a response per seat that does the seat's part, for the blame check's `--team
+    reference` (`mappa.envs.reference_team`) where the policy cannot do the task (DSBench: plain pandas
+    and scikit-learn programs for the builtin tasks)."""
 
     def __post_init__(self) -> None:
         problems = []

@@ -28,6 +28,7 @@ def coach_check(
     seats: list[str],
     problems: int,
     evaluated: bool = False,
+    team: str = "policy",
 ) -> dict[str, Any]:
     """Blame-check iteration `iteration` of run `run_id` with `coaches` ({name: coach.* overrides}) on the
     last actions of `seats` in `problems` trajectories; returns the report.
@@ -41,10 +42,12 @@ def coach_check(
         problems: How many trajectories (one per problem).
         evaluated: Check the held-out evaluation of checkpoint `iteration` (-1: the base team) instead of
             the iteration's rollout.
+        team: "policy" (the run's trajectories, later seats replayed by its weights) or "reference"
+            (the env's reference team on the first held-out problems: `EnvSpec.reference_team`).
     """
     run = Run.open(root, run_id)
     try:
-        report = check_blame(run, iteration, coaches, seats, problems, evaluated)
+        report = check_blame(run, iteration, coaches, seats, problems, evaluated, team)
     finally:
         release_workers(run_id, [*run.config.agents, HOST, *(f"coach-check-{name}" for name in coaches)])
     rows = [{k: v for k, v in row.items() if k != "corruptions"} for row in report["rows"]]

@@ -91,3 +91,31 @@ def test_a_rescoring_compares_per_agent_and_per_kind_and_the_watch_reports_answe
     assert "per agent and task kind" in out and ("regression" in out or "classification" in out)
     score = run.read_manifest(0, "score")
     assert score["bias_warnings"] == [] and isinstance(score["answer_shares"], dict)
+
+
+def test_the_reference_team_check_shows_the_modeler_meeting_file_not_found(finished_run, capsys):
+    """`mappa coach-check RUN --team reference`: the env's reference programs solve a held-out task, and
+    with the engineer's program corrupted to delete X_train.pkl the modeler's own program, run again, meets
+    FileNotFoundError; the rubric without ground truth blames the engineer for it."""
+    from mappa.cli import main
+    from mappa.storage.frames import frame_to_trajectories
+
+    run, _ = finished_run
+    command = ["coach-check", run.run_id, "--root", run.store.root, "--team", "reference", "--problems", "1"]
+    assert main([*command, "--seats", "data_engineer", "--coach", "outcome", "--coach", "rubric-nogt"]) == 0
+    parts = (run.run_id, "coach-check", "reference-team")
+    report = json.loads(run.store.read_text(*parts, "report.json"))
+    assert all(pair["original_correct"] for pair in report["pairs"])  # the reference team solved it
+    replays = {
+        t.id.rsplit(":", 1)[1]: t
+        for t in frame_to_trajectories(run.store.read_parquet(*parts, "replays.parquet"))
+    }
+    modeler = [a for a in replays["no-train-file"].actions if a.agent == "modeler"]
+    assert (
+        "FileNotFoundError" in modeler[0].tool_result.stderr
+        and "X_train.pkl" in modeler[0].tool_result.stderr
+    )
+    assert not replays["no-train-file"].correct and replays["original"].correct
+    rubric = {row["seat"]: row for row in report["rows"] if row["coach"] == "rubric-nogt"}
+    assert rubric["data_engineer"]["by_corruption"]["no-train-file"]["blame_accuracy"] == 1.0
+    assert "reference-team" in capsys.readouterr().out

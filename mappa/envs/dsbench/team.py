@@ -45,6 +45,7 @@ from mappa.envs.api import (
 )
 from mappa.envs.dsbench.corruptions import CORRUPTIONS
 from mappa.envs.dsbench.grading import grade_submission
+from mappa.envs.dsbench.reference_team import reference_responses
 from mappa.envs.dsbench.rubric import RULES
 from mappa.envs.dsbench.task import OUTPUTS
 from mappa.envs.dsbench.task_sets import (
@@ -265,4 +266,5 @@ SPEC = EnvSpec(
     rubric=lambda: RULES,
     result_columns=graded_figures,
     corruptions=lambda: CORRUPTIONS,
+    reference_team=reference_responses,
 )
