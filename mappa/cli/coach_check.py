@@ -115,7 +115,8 @@ def print_blame(report: dict) -> None:
         markup=False,
         highlight=False,
     )
-    header = f"  {'coach':<14} {'corrupted':<10} {'pairs':>5} {'blame acc.':>10} {'from success':>12} "
+    w = max([10, *(len(row["seat"]) for row in report["rows"])])  # the seat column: DSBench's data_engineer
+    header = f"  {'coach':<14} {'corrupted':<{w}} {'pairs':>5} {'blame acc.':>10} {'from success':>12} "
     header += f"{'its drop':>8} {'innocent up':>11} {'innocent down':>13} {'reporter':>8}"
     lines = [header]
     for row in report["rows"]:
@@ -126,9 +127,16 @@ def print_blame(report: dict) -> None:
         sharp = row["blame_accuracy_from_success"]
         sharp = "-" if sharp is None else f"{sharp:.2f} ({row['pairs_from_success']})"
         lines.append(
-            f"  {row['coach']:<14} {row['seat']:<10} {row['pairs']:>5} {row['blame_accuracy']:>10.2f} "
+            f"  {row['coach']:<14} {row['seat']:<{w}} {row['pairs']:>5} {row['blame_accuracy']:>10.2f} "
             f"{sharp:>12} {row['corrupted_seat_drop']:>+8.2f} {up:>11} {down:>13} {reporter:>8}"
         )
+    lines.append("  blame accuracy per corruption (pairs):")
+    for row in report["rows"]:
+        each = ", ".join(
+            f"{name} {f['blame_accuracy']:.2f} ({f['pairs']})"
+            for name, f in row.get("by_corruption", {}).items()
+        )
+        lines.append(f"    {row['coach']:<14} {row['seat']:<{w}} {each or '-'}")
     lines.append(
         "  blame acc.: share of pairs whose corrupted seat lost strictly more than every other seat (from "
         "success: of the pairs whose original team succeeded); the rest are drops (original - corrupted) in "
