@@ -93,12 +93,15 @@ def test_a_rescoring_compares_per_agent_and_per_kind_and_the_watch_reports_answe
     assert score["bias_warnings"] == [] and isinstance(score["answer_shares"], dict)
 
 
-def test_the_reference_team_check_shows_the_modeler_meeting_file_not_found(finished_run, capsys):
+def test_the_reference_team_check_shows_the_modeler_meeting_file_not_found(finished_run, capsys, monkeypatch):
     """`mappa coach-check RUN --team reference`: the env's reference programs solve a held-out task, and
     with the engineer's program corrupted to delete X_train.pkl the modeler's own program, run again, meets
     FileNotFoundError; the rubric without ground truth blames the engineer for it."""
+    from mappa import cli
     from mappa.cli import main
     from mappa.storage.frames import frame_to_trajectories
+
+    monkeypatch.setattr(cli.console, "width", 200)  # the table's lines unwrapped
 
     run, _ = finished_run
     command = ["coach-check", run.run_id, "--root", run.store.root, "--team", "reference", "--problems", "1"]
