@@ -32,6 +32,7 @@ from dataclasses import asdict
 from typing import Any
 
 from mappa.agents.agent import Agent
+from mappa.cluster.ray_cluster import release_workers
 from mappa.coach.score import score_trajectories
 from mappa.config import RunConfig
 from mappa.core.blame import ORIGINAL, blame_rows, replay_pairs
@@ -227,7 +228,10 @@ def check_blame(
     changed = sum(upstream_changed(p["trajectory"], r, p["index"]) for p, r in zip(plans, replays))
     spec, pairs = run.config.env_spec, []
     for name, config in configs.items():
-        scores = score_replays(run, folder, config, replays, name)
+        try:
+            scores = score_replays(run, folder, config, replays, name)
+        finally:  # one coach model in memory at a time: a check of six LLM coaches held six
+            release_workers(run.run_id, [f"coach-check-{name}"])
         pairs += replay_pairs(plans, replays, scores, name, tuple(spec.seats), spec.seat_checks)
     report = {
         "run": run.run_id,

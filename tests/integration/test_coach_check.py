@@ -22,7 +22,11 @@ def test_coach_check_replays_scores_and_reports(mathchat_run, tmp_path, capsys, 
     command = ["coach-check", run.run_id, "--root", str(root), "--problems", "2"]
     command += ["--coach", "rubric", "--coach", "outcome"]
 
+    released = []
+    real_release = coach_check.release_workers
+    monkeypatch.setattr(coach_check, "release_workers", lambda *a: released.append(a[1]) or real_release(*a))
     assert main(command) == 0
+    assert released == [["coach-check-rubric"], ["coach-check-outcome"]]  # each coach's worker, once scored
     copy = Run.open(str(root), run.run_id)
     report = json.loads(copy.store.read_text(run.run_id, "coach-check", "iter-0000", "report.json"))
     assert report["problems"] == 2 and report["upstream_changed"] == 0
