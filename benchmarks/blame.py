@@ -187,21 +187,27 @@ def check(args: argparse.Namespace, env: str, run_id: str, coaches: list[str], t
 
 def markdown(paths: list[str]) -> str:
     """One table row per (env, coach, corrupted seat) of the results files: pairs, blame accuracy (and
-    per corruption), the innocent-seat penalty, from the JSON as the benchmark wrote it."""
+    per corruption), the innocent seats' mean drop upstream and downstream, from the JSON as the benchmark
+    wrote it."""
     lines = [
-        "| env | coach | corrupted seat | pairs | blame accuracy | per corruption | innocent penalty |",
-        "|---|---|---|---|---|---|---|",
+        "| env | coach | corrupted seat | pairs | blame accuracy | per corruption | innocent up "
+        "| innocent down |",
+        "|---|---|---|---|---|---|---|---|",
     ]
+
+    def points(value) -> str:
+        return "-" if value is None else f"{value:+.2f}"
+
     for path in paths:
         for r in json.loads(Path(path).read_text())["records"]:
             each = ", ".join(
                 f"{name} {f['blame_accuracy']:.2f} ({f['pairs']})"
                 for name, f in r.get("by_corruption", {}).items()
             )
-            innocent = "-" if r["innocent_penalty"] is None else f"{r['innocent_penalty']:+.2f}"
             lines.append(
                 f"| {r['env']} | `{r['coach']}` | {r['seat']} | {r['pairs']} | {r['blame_accuracy']:.2f} "
-                f"| {each or '-'} | {innocent} |"
+                f"| {each or '-'} | {points(r['innocent_penalty_upstream'])} "
+                f"| {points(r['innocent_penalty_downstream'])} |"
             )
     return "\n".join(lines)
 
