@@ -27,12 +27,14 @@ beyond the policy's sampling (`upstream_changed` counts such replays).
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 from dataclasses import asdict
 from typing import Any
 
 from mappa.agents.agent import Agent
 from mappa.cluster.ray_cluster import release_workers
+from mappa.coach.prompt import load_template
 from mappa.coach.score import score_trajectories
 from mappa.config import RunConfig
 from mappa.core.blame import ORIGINAL, blame_rows, replay_pairs
@@ -126,14 +128,49 @@ def planned_replays(run: Run, trajectories: list[Trajectory], seats: list[str]) 
 
 
 def score_replays(run: Run, folder: str, config: RunConfig, replays: list[Trajectory], name: str):
-    """Each action's score by the coach of `config` (action id -> score), through the run's answer cache."""
+    """Each action's score by the coach of `config` (action id -> score), through the run's answer cache;
+    scores an earlier check stored for the same coach and the same actions are read back instead
+    (`scores_identity`): a check stopped after some coaches goes on with the next."""
+    parts = check_parts(run, folder, f"scores-{name}.parquet")
+    identity = scores_identity(run, config, replays)
+    if identity is not None and stored_identity(run, parts) == identity and run.store.exists(*parts):
+        frame = run.store.read_parquet(*parts)
+        return dict(zip(frame["action_id"], frame["score"], strict=True))
     spec = run.config.env_spec
     coach, _ = stage_coach(run, config.coach, worker_name=f"coach-check-{name}")
     scores = asyncio.run(
         score_trajectories(coach, replays, spec.roles, config.coach, reference_fn=spec.coach_reference)
     )
-    run.store.write_parquet(scores_to_frame(scores), *check_parts(run, folder, f"scores-{name}.parquet"))
+    run.store.write_parquet(scores_to_frame(scores), *parts)
+    if identity is not None:
+        run.store.write_text(json.dumps(identity, indent=2), *identity_parts(parts))
     return {score.action_id: score.score for score in scores}
+
+
+def scores_identity(run: Run, config: RunConfig, replays: list[Trajectory]) -> dict[str, Any] | None:
+    """What a coach's scores of these replays depend on: its settings, its template's version and the
+    actions' ids. None for a learning coach, whose head changes as the run goes on: scored anew each time."""
+    coach = config.coach
+    if coach.learn.enabled:
+        return None
+    template = coach.template or run.config.env_spec.coach_template
+    actions = sorted(
+        f"{trajectory.id}/{action.index}" for trajectory in replays for action in trajectory.actions
+    )
+    return {
+        "coach": coach.model_dump(mode="json"),
+        "template_version": load_template(template).version if template else None,
+        "actions": hashlib.sha256("\n".join(actions).encode()).hexdigest(),
+    }
+
+
+def identity_parts(parts: tuple[str, ...]) -> tuple[str, ...]:
+    return (*parts[:-1], parts[-1].removesuffix(".parquet") + ".json")
+
+
+def stored_identity(run: Run, parts: tuple[str, ...]) -> dict[str, Any] | None:
+    sidecar = identity_parts(parts)
+    return json.loads(run.store.read_text(*sidecar)) if run.store.exists(*sidecar) else None
 
 
 def stored_replays(run: Run, folder: str, plans: list[dict[str, Any]]) -> list[Trajectory] | None:
