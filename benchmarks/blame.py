@@ -119,6 +119,7 @@ def parse_args() -> argparse.Namespace:
         choices=["policy", "reference"],
         help="whose trajectories to check (default: each env's; DSBench: its reference team)",
     )
+    parser.add_argument("--seats", nargs="+", help="the seats to corrupt (default: every seat)")
     parser.add_argument("--set", action="append", default=[], help="more overrides of every env's config")
     parser.add_argument("--root", default=str(REPO / "benchmarks" / "runs" / "blame"))
     parser.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "blame.json"))
@@ -180,6 +181,7 @@ def check(args: argparse.Namespace, env: str, run_id: str, coaches: list[str], t
     specs = [f"{name}:{' '.join(settings)}" for name, settings in overrides.items()]
     command = ["coach-check", run_id, "--root", args.root, "--problems", str(args.problems)]
     command += ["--team", "reference"] if team == "reference" else ["--evaluation", "--iteration", "-1"]
+    command += ["--seats", *args.seats] if args.seats else []
     mappa(*command, *[part for spec in specs for part in ("--coach", spec)])
     folder = "reference-team" if team == "reference" else "evaluate-base"
     return json.loads((Path(args.root) / run_id / "coach-check" / folder / "report.json").read_text())
