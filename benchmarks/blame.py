@@ -131,6 +131,9 @@ def parse_args() -> argparse.Namespace:
         "env, coach and corrupted seat, and per corruption)",
     )
     parser.add_argument(
+        "--compact", action="store_true", help="with --markdown: one row per env and coach (README's table)"
+    )
+    parser.add_argument(
         "--from-report",
         nargs=2,
         metavar=("ENV", "REPORT"),
@@ -214,10 +217,36 @@ def markdown(paths: list[str]) -> str:
     return "\n".join(lines)
 
 
+def compact(paths: list[str]) -> str:
+    """One row per env and coach (README): blame accuracy per corrupted seat, and the innocent seats' drop
+    upstream and downstream per corrupted seat, seats in acting order, from the JSON as written."""
+    lines = [
+        "| env | coach | seats | blame accuracy | innocent up | innocent down |",
+        "|---|---|---|---|---|---|",
+    ]
+
+    def points(value) -> str:
+        return "-" if value is None else f"{value:+.2f}"
+
+    for path in paths:
+        rows: dict[tuple[str, str], list[dict]] = {}
+        for r in json.loads(Path(path).read_text())["records"]:
+            rows.setdefault((r["env"], r["coach"]), []).append(r)
+        for (env, coach), seats in rows.items():
+            accuracy = " / ".join(format(r["blame_accuracy"], ".2f") for r in seats)
+            lines.append(
+                f"| {env} | `{coach}` | {' / '.join(r['seat'] for r in seats)} "
+                f"| {accuracy} "
+                f"| {' / '.join(points(r['innocent_penalty_upstream']) for r in seats)} "
+                f"| {' / '.join(points(r['innocent_penalty_downstream']) for r in seats)} |"
+            )
+    return "\n".join(lines)
+
+
 def main() -> int:
     args = parse_args()
     if args.markdown:
-        print(markdown(args.markdown))
+        print((compact if args.compact else markdown)(args.markdown))
         return 0
     args.root = str(Path(args.root).resolve())
     started = time.time()

@@ -7,7 +7,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "benchmarks"))
-from blame import markdown  # noqa: E402
+from blame import compact, markdown  # noqa: E402
 
 
 def test_rows_come_from_the_records_as_written(tmp_path):
@@ -31,3 +31,5 @@ def test_rows_come_from_the_records_as_written(tmp_path):
         executor
         == "| mathchat | `facts-step` | executor | 30 | 0.70 | prints-wrong 0.50 (6) | +0.00 | +0.96 |"
     )
+    header, rule, row = compact([str(path)]).splitlines()
+    assert row == "| mathchat | `facts-step` | solver / executor | 0.70 / 0.70 | - / +0.00 | +0.96 / +0.96 |"
