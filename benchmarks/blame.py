@@ -46,6 +46,8 @@ import sys
 import time
 from pathlib import Path
 
+from mappa.core.blame import corruption_accuracies
+
 REPO = Path(__file__).resolve().parents[1]
 QWEN = ["coach.type=local", "coach.model=qwen2.5-coder-0.5b"]
 GENERIC = [*QWEN, "coach.scoring=expected", "coach.template=generic"]
@@ -190,6 +192,11 @@ def check(args: argparse.Namespace, env: str, run_id: str, coaches: list[str], t
     return json.loads((Path(args.root) / run_id / "coach-check" / folder / "report.json").read_text())
 
 
+def points(value: float | None) -> str:
+    """A drop in points of 10, signed; "-" where the seat has no such neighbours."""
+    return "-" if value is None else f"{value:+.2f}"
+
+
 def markdown(paths: list[str]) -> str:
     """One table row per (env, coach, corrupted seat) of the results files: pairs, blame accuracy (and
     per corruption), the innocent seats' mean drop upstream and downstream, from the JSON as the benchmark
@@ -200,18 +207,11 @@ def markdown(paths: list[str]) -> str:
         "|---|---|---|---|---|---|---|---|",
     ]
 
-    def points(value) -> str:
-        return "-" if value is None else f"{value:+.2f}"
-
     for path in paths:
         for r in json.loads(Path(path).read_text())["records"]:
-            each = ", ".join(
-                f"{name} {f['blame_accuracy']:.2f} ({f['pairs']})"
-                for name, f in r.get("by_corruption", {}).items()
-            )
             lines.append(
                 f"| {r['env']} | `{r['coach']}` | {r['seat']} | {r['pairs']} | {r['blame_accuracy']:.2f} "
-                f"| {each or '-'} | {points(r['innocent_penalty_upstream'])} "
+                f"| {corruption_accuracies(r)} | {points(r['innocent_penalty_upstream'])} "
                 f"| {points(r['innocent_penalty_downstream'])} |"
             )
     return "\n".join(lines)
@@ -224,9 +224,6 @@ def compact(paths: list[str]) -> str:
         "| env | coach | seats | blame accuracy | innocent up | innocent down |",
         "|---|---|---|---|---|---|",
     ]
-
-    def points(value) -> str:
-        return "-" if value is None else f"{value:+.2f}"
 
     for path in paths:
         rows: dict[tuple[str, str], list[dict]] = {}

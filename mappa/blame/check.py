@@ -149,13 +149,16 @@ def score_replays(run: Run, folder: str, config: RunConfig, replays: list[Trajec
 
 def scores_identity(run: Run, config: RunConfig, replays: list[Trajectory]) -> dict[str, Any] | None:
     """What a coach's scores of these replays depend on: its settings, its template's version and the
-    actions' ids. None for a learning coach, whose head changes as the run goes on: scored anew each time."""
+    actions (ids, responses, tool answers). None for a learning coach, whose head changes as the run goes
+    on: scored anew each time."""
     coach = config.coach
     if coach.learn.enabled:
         return None
     template = coach.template or run.config.env_spec.coach_template
-    actions = sorted(
-        f"{trajectory.id}/{action.index}" for trajectory in replays for action in trajectory.actions
+    actions = sorted(  # what each action said and its tool answered: a replay made anew may differ
+        json.dumps([trajectory.id, action.index, action.response, str(action.tool_result)])
+        for trajectory in replays
+        for action in trajectory.actions
     )
     return {
         "coach": coach.model_dump(mode="json"),

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 
 from mappa.cli.render import console
+from mappa.core.blame import corruption_accuracies
 
 PRESETS = {
     "run": [],
@@ -132,11 +133,7 @@ def print_blame(report: dict) -> None:
         )
     lines.append("  blame accuracy per corruption (pairs):")
     for row in report["rows"]:
-        each = ", ".join(
-            f"{name} {f['blame_accuracy']:.2f} ({f['pairs']})"
-            for name, f in row.get("by_corruption", {}).items()
-        )
-        lines.append(f"    {row['coach']:<14} {row['seat']:<{w}} {each or '-'}")
+        lines.append(f"    {row['coach']:<14} {row['seat']:<{w}} {corruption_accuracies(row)}")
     lines.append(
         "  blame acc.: share of pairs whose corrupted seat lost strictly more than every other seat (from "
         "success: of the pairs whose original team succeeded); the rest are drops (original - corrupted) in "

@@ -185,6 +185,13 @@ def _by_corruption(group: list[BlamePair]) -> dict[str, dict]:
     }
 
 
+def corruption_accuracies(row: dict) -> str:
+    """A row's `by_corruption` in one line, as the table and the docs show it: `name accuracy (pairs)`, ...;
+    "-" when it has none."""
+    figures = row.get("by_corruption", {})
+    return ", ".join(f"{name} {f['blame_accuracy']:.2f} ({f['pairs']})" for name, f in figures.items()) or "-"
+
+
 def _from_success(group: list[BlamePair]) -> dict:
     """Blame accuracy over the pairs whose original replay succeeded, and how many there were."""
     sharp = [pair for pair in group if pair.original_correct]
