@@ -41,10 +41,24 @@ def check_before_run(
     else:
         store.check_writable()
     check_coach_ready(config.coach)
-    if note_models(config, say, dry_run):
-        check_resources(config, written_bytes=store.size(run_id, "checkpoints") if run_id else 0.0)
-    else:
+    done = iterations_done(store, config, run_id)
+    if not note_models(config, say, dry_run):
         say("resources: disk and memory not estimated (they read the prepared models' folders)")
+    elif done >= config.iterations:
+        say(f"resources: disk not estimated, run {run_id} has all {config.iterations} iteration(s) done")
+        check_resources(config, check_disk=False)
+    else:
+        check_resources(config, written_bytes=store.size(run_id, "checkpoints") if run_id else 0.0)
+
+
+def iterations_done(store, config: RunConfig, run_id: str | None) -> int:
+    """How many leading iterations the stored run `run_id` finished (0 for a new run)."""
+    from mappa.stages.stage import completed_iterations
+    from mappa.storage.run import Run
+
+    if run_id is None or not store.exists(run_id, "config.yaml"):
+        return 0
+    return completed_iterations(Run(store, run_id, config))
 
 
 def note_models(config: RunConfig, say: Callable[[str], None], dry_run: bool) -> bool:

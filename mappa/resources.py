@@ -215,11 +215,12 @@ def memory_checked(config: RunConfig) -> bool:
     return not (config.cluster.address or os.environ.get("RAY_ADDRESS") or config.cluster.num_gpus > 0)
 
 
-def check_resources(config: RunConfig, written_bytes: float = 0.0) -> None:
+def check_resources(config: RunConfig, written_bytes: float = 0.0, check_disk: bool = True) -> None:
     """Stop a run, before any model loads, whose storage root lacks the space or whose machine lacks the
-    memory; `written_bytes`: the checkpoints a resumed run already holds (part of the peak)."""
+    memory; `written_bytes`: the checkpoints a resumed run already holds (part of the peak). Without
+    `check_disk` (a finished run, which writes no checkpoint) memory only."""
     sizes = agent_sizes(config)
-    free = free_disk_bytes(config.storage.root)
+    free = free_disk_bytes(config.storage.root) if check_disk else None
     if free is not None:
         need = disk_need(config, sizes)
         if need.total - written_bytes > free:

@@ -113,3 +113,29 @@ def test_agents_sharing_one_process_are_planned_one_runtime(tiny_model):
     }
     assert need["apart"].total - need["one"].total == pytest.approx(2 * resources.RUNTIME_BYTES)
     assert "the agents' worker process 0.7 GB" in need["one"].parts
+
+
+def test_a_finished_run_is_not_refused_for_disk_it_will_not_write(tiny_model, tmp_path, monkeypatch):
+    """`mappa train --run-id` or `mappa resume` on a run with every iteration done writes no checkpoint,
+    so a full disk does not stop it; one more iteration does."""
+    from mappa.preflight import check_before_run
+    from mappa.stages import output_parts, write_manifest
+    from mappa.storage.run import Run
+
+    settings = tiny_args(tiny_model, tmp_path)[2:]
+    config = load_config("configs/mathchat-cpu.yaml", [s.removeprefix("--set=") for s in settings])
+    run = Run.create(config, "done")
+    for iteration in range(config.iterations):
+        run.store.write_json({}, *output_parts(run, iteration, "update"))
+        write_manifest(run, iteration, "update", 0, {"total_s": 1.0})
+    monkeypatch.setattr(resources, "free_disk_bytes", lambda root: 0.01 * GB)
+    said: list[str] = []
+    check_before_run(config, "done", say=said.append)
+    assert f"resources: disk not estimated, run done has all {config.iterations} iteration(s) done" in said
+    longer = load_config(
+        "configs/mathchat-cpu.yaml", [*(s.removeprefix("--set=") for s in settings), "iterations=3"]
+    )
+    with pytest.raises(resources.ResourceError, match=f"storage root {tmp_path} has 0.0 GB free"):
+        check_before_run(longer, "done", say=said.append)
+    with pytest.raises(resources.ResourceError, match="has 0.0 GB free"):
+        check_before_run(config, "new-run", say=said.append)
