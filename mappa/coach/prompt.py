@@ -3,7 +3,9 @@
 A request renders one action of one trajectory through a template file: the system's task, the agent's
 role and the other agents' roles in pipeline order (marked upstream/downstream, so blame can go upstream:
 a downstream "file not found" is the upstream agent's fault), what the agent saw, what it wrote, what the
-tool answered and, only when `use_ground_truth` is set, the reference answer. Long texts are cut in the
+tool answered and, only when `use_ground_truth` is set, the reference answer; a template may also show what
+the later agents' tools answered (`${downstream}`: the evidence that a failure which surfaced downstream,
+a modeler's "file not found", started here; not the team's outcome). Long texts are cut in the
 middle (head and tail kept) and every cut is stated in the prompt, so the coach knows it did not see all.
 Reasoning blocks (`<think>...</think>`) are removed from the agent's output by default
 (`coach.strip_reasoning`), and the prompt says so: the coach judges what the agent did, not its scratchpad.
@@ -47,6 +49,7 @@ PLACEHOLDERS = frozenset(
         "response_note",
         "tool",
         "reference",
+        "downstream",
     }
 )
 SYSTEM_MARK, USER_MARK = "<<system>>", "<<user>>"
@@ -244,6 +247,16 @@ def render_tool(action: Action, max_chars: int) -> str:
     return "\n".join(lines)
 
 
+def render_downstream(trajectory: Trajectory, action: Action, max_chars: int) -> str:
+    """What each later action's tool answered (`render_tool`, an equal share of `max_chars` each), in order:
+    what this action's output met downstream. Later responses and the outcome are not shown."""
+    later = [a for a in trajectory.actions if a.index > action.index]
+    if not later:
+        return "Nothing: this was the last action."
+    share = max(max_chars // len(later), 200)
+    return "\n".join(f"- {a.agent} (turn {a.turn + 1}): {render_tool(a, share)}" for a in later)
+
+
 def _split_budget(result: ToolResult, max_chars: int) -> tuple[int, int]:
     """Half each to stdout and stderr; what one does not need goes to the other."""
     half = max_chars // 2
@@ -278,6 +291,7 @@ def build_requests(
     max_task_chars: int = 1000,
     reference_fn: ReferenceFn | None = None,
     strip_reasoning: bool = True,
+    max_downstream_chars: int = 1500,
 ) -> list[CoachRequest]:
     """One `CoachRequest` per action of `trajectory`, rendered through `template`.
 
@@ -285,8 +299,9 @@ def build_requests(
     agent name to its role, in pipeline order. Ground truth is shown only if `use_ground_truth`, and then
     as `reference_fn(trajectory, action)` says (default: the reference answer, for every action; an env may
     show it for some actions only, or show computed metrics instead). Observation and response are cut to
-    `max_text_chars` each, stdout + stderr to `max_tool_chars`; with `strip_reasoning` the response's
-    reasoning blocks are removed first (`strip_reasoning`), and the prompt says so.
+    `max_text_chars` each, stdout + stderr to `max_tool_chars`, the later tools' answers to
+    `max_downstream_chars` in all; with `strip_reasoning` the response's reasoning blocks are removed first
+    (`strip_reasoning`), and the prompt says so.
     """
     tpl = load_template(template) if isinstance(template, str) else template
     _check_inputs(trajectory, roles, tpl, use_ground_truth)
@@ -299,6 +314,9 @@ def build_requests(
         values = {
             "task": task_text,
             "reference": f"\n{reference}\n" if reference is not None else "",
+            "downstream": render_downstream(trajectory, action, max_downstream_chars)
+            if "downstream" in tpl.placeholders
+            else "",
             **_action_values(action, roles, max_text_chars, max_tool_chars, strip_reasoning),
         }
         system = {"role": "system", "content": string.Template(tpl.system).substitute(values)}

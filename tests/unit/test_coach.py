@@ -123,6 +123,32 @@ def test_tool_output_trimming_is_stated():
     assert "exit status 1" in user and "stderr:\nTraceback: boom" in user
 
 
+def test_the_chain_template_shows_each_action_what_the_later_tools_answered():
+    """`generic-chain`: the solver's prompt holds the executor's crash (the evidence that blames upstream),
+    the executor's holds nothing later that ran a tool, the verifier's says it was last; no template
+    without `${downstream}` changes, and the team's outcome is never shown."""
+    crashed = ToolResult("", "FileNotFoundError: [Errno 2] No such file: 'X_train.pkl'", 1, False, 0.1, ())
+    trajectory = _trajectory(executor_result=crashed, final=None, correct=False)
+    chain = build_requests(trajectory, "task", ROLES, "generic-chain", use_ground_truth=False)
+    solver, executor, verifier = (r.messages[1]["content"] for r in chain)
+    later = solver.split("WHAT THE LATER AGENTS' TOOLS ANSWERED\n")[1]
+    assert later.startswith("- executor (turn 1): exit status 1; timed out: no")
+    assert "stderr:\nFileNotFoundError: [Errno 2] No such file: 'X_train.pkl'" in later
+    assert "- verifier (turn 1): No tool call" in later
+    assert "WHAT THE LATER AGENTS' TOOLS ANSWERED\n- verifier (turn 1): No tool call" in executor
+    assert "FileNotFoundError" not in executor.split("WHAT THE LATER")[1]
+    assert "WHAT THE LATER AGENTS' TOOLS ANSWERED\nNothing: this was the last action." in verifier
+    succeeded = _trajectory(executor_result=crashed, final="14", correct=True)  # the same actions
+    assert [r.messages for r in build_requests(succeeded, "task", ROLES, "generic-chain", False)] == [
+        r.messages for r in chain
+    ]
+    plain = build_requests(trajectory, "task", ROLES, "generic", use_ground_truth=False)
+    assert "LATER AGENTS" not in plain[0].messages[1]["content"]
+    long = _trajectory(executor_result=ToolResult("9" * 5000, "", 0, False, 0.1, ()))
+    shown = build_requests(long, "task", ROLES, "generic-chain", False, max_downstream_chars=600)
+    assert "characters cut" in shown[0].messages[1]["content"] and len(shown[0].messages[1]["content"]) < 4000
+
+
 def test_long_observation_and_response_are_cut_and_stated():
     text, note = trim("a" * 50 + "b" * 50, 30)
     assert text == "a" * 20 + "\n[... 70 characters cut ...]\n" + "b" * 10
@@ -140,7 +166,9 @@ def test_template_resolution_versions_and_errors(tmp_path):
     template = load_template("mathchat")
     assert template.name == "mathchat" and len(template.version) == 12
     assert load_template("generic").version != template.version
-    available = r"`nosuch` not found.*templates: dsbench, dsbench-reliability, generic, judge, mathchat, "
+    available = (
+        r"`nosuch` not found.*templates: dsbench, dsbench-reliability, generic, generic-chain, judge, "
+    )
     with pytest.raises(ValueError, match=available):
         load_template("nosuch")
     custom = tmp_path / "mine.txt"
