@@ -52,13 +52,19 @@ def check_before_run(
 
 
 def iterations_done(store, config: RunConfig, run_id: str | None) -> int:
-    """How many leading iterations the stored run `run_id` finished (0 for a new run)."""
-    from mappa.stages.stage import completed_iterations
+    """How many leading iterations of the stored run `run_id` have an update manifest made under this
+    config (0 for a new run): the iterations a continued run does not redo. Read from the manifests, not
+    the stages' full check, so the pre-flight starts neither Prefect nor Ray."""
     from mappa.storage.run import Run
 
     if run_id is None or not store.exists(run_id, "config.yaml"):
         return 0
-    return completed_iterations(Run(store, run_id, config))
+    run, done = Run(store, run_id, config), 0
+    while run.has_manifest(done, "update") and (
+        run.read_manifest(done, "update").get("config_hash") == config.config_hash()
+    ):
+        done += 1
+    return done
 
 
 def note_models(config: RunConfig, say: Callable[[str], None], dry_run: bool) -> bool:
