@@ -41,10 +41,9 @@ def check_before_run(
     else:
         store.check_writable()
     check_coach_ready(config.coach)
-    done = iterations_done(store, config, run_id)
     if not note_models(config, say, dry_run):
         say("resources: disk and memory not estimated (they read the prepared models' folders)")
-    elif done >= config.iterations:
+    elif iterations_done(store, config, run_id) >= config.iterations:
         say(f"resources: disk not estimated, run {run_id} has all {config.iterations} iteration(s) done")
         check_resources(config, check_disk=False)
     else:
@@ -59,9 +58,9 @@ def iterations_done(store, config: RunConfig, run_id: str | None) -> int:
 
     if run_id is None or not store.exists(run_id, "config.yaml"):
         return 0
-    run, done = Run(store, run_id, config), 0
+    run, done, config_hash = Run(store, run_id, config), 0, config.config_hash()
     while run.has_manifest(done, "update") and (
-        run.read_manifest(done, "update").get("config_hash") == config.config_hash()
+        run.read_manifest(done, "update").get("config_hash") == config_hash
     ):
         done += 1
     return done

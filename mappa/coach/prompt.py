@@ -308,15 +308,15 @@ def build_requests(
     reference_fn = reference_fn or answer_reference
     task_text, task_note = trim(task, max_task_chars)
     task_text += f"\n[task{task_note}]" if task_note else ""
+    shows_downstream = "downstream" in tpl.placeholders
     requests = []
     for action in trajectory.actions:
         reference = reference_fn(trajectory, action) if use_ground_truth else None
+        downstream = render_downstream(trajectory, action, max_downstream_chars) if shows_downstream else ""
         values = {
             "task": task_text,
             "reference": f"\n{reference}\n" if reference is not None else "",
-            "downstream": render_downstream(trajectory, action, max_downstream_chars)
-            if "downstream" in tpl.placeholders
-            else "",
+            "downstream": downstream,
             **_action_values(action, roles, max_text_chars, max_tool_chars, strip_reasoning),
         }
         system = {"role": "system", "content": string.Template(tpl.system).substitute(values)}

@@ -122,8 +122,8 @@ def test_a_finished_run_is_not_refused_for_disk_it_will_not_write(tiny_model, tm
     from mappa.stages import output_parts, write_manifest
     from mappa.storage.run import Run
 
-    settings = tiny_args(tiny_model, tmp_path)[2:]
-    config = load_config("configs/mathchat-cpu.yaml", [s.removeprefix("--set=") for s in settings])
+    overrides = [s.removeprefix("--set=") for s in tiny_args(tiny_model, tmp_path)[2:]]
+    config = load_config("configs/mathchat-cpu.yaml", overrides)
     run = Run.create(config, "done")
     for iteration in range(config.iterations):
         run.store.write_json({}, *output_parts(run, iteration, "update"))
@@ -132,9 +132,7 @@ def test_a_finished_run_is_not_refused_for_disk_it_will_not_write(tiny_model, tm
     said: list[str] = []
     check_before_run(config, "done", say=said.append)
     assert f"resources: disk not estimated, run done has all {config.iterations} iteration(s) done" in said
-    longer = load_config(
-        "configs/mathchat-cpu.yaml", [*(s.removeprefix("--set=") for s in settings), "iterations=3"]
-    )
+    longer = load_config("configs/mathchat-cpu.yaml", [*overrides, "iterations=3"])
     with pytest.raises(resources.ResourceError, match=f"storage root {tmp_path} has 0.0 GB free"):
         check_before_run(longer, "done", say=said.append)
     with pytest.raises(resources.ResourceError, match="has 0.0 GB free"):
