@@ -42,6 +42,7 @@ from mappa.core.types import Problem, Trajectory
 from mappa.envs.corruption import corruptions_for
 from mappa.envs.reference_team import erring, reference_agents
 from mappa.envs.replay import replay, upstream_changed
+from mappa.stages.coach_update import read_head
 from mappa.stages.evaluate import TRAJECTORIES, evaluation_complete, evaluation_label, evaluation_parts
 from mappa.stages.replays import run_replays
 from mappa.stages.rescore import rescore_settings
@@ -149,11 +150,12 @@ def score_replays(run: Run, folder: str, config: RunConfig, replays: list[Trajec
 
 def scores_identity(run: Run, config: RunConfig, replays: list[Trajectory]) -> dict[str, Any] | None:
     """What a coach's scores of these replays depend on: its settings, its template's version and the
-    actions (ids, responses, tool answers). None for a learning coach, whose head changes as the run goes
-    on: scored anew each time."""
+    actions (ids, responses, tool answers), and a learned head's version (`coach.learn.start`'s file, not
+    its path). None for a learning coach, whose head changes as the run goes on: scored anew each time."""
     coach = config.coach
     if coach.learn.enabled:
         return None
+    head = read_head(coach.learn.start).version if coach.learn.start else None
     template = coach.template or run.config.env_spec.coach_template
     actions = sorted(  # what each action said and its tool answered: a replay made anew may differ
         json.dumps([trajectory.id, action.index, action.response, str(action.tool_result)])
@@ -163,6 +165,7 @@ def scores_identity(run: Run, config: RunConfig, replays: list[Trajectory]) -> d
     return {
         "coach": coach.model_dump(mode="json"),
         "template_version": load_template(template).version if template else None,
+        **({"head": head} if head else {}),
         "actions": hashlib.sha256("\n".join(actions).encode()).hexdigest(),
     }
 

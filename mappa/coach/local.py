@@ -41,7 +41,7 @@ class LocalCoach(LLMCoach):
 
 def build(config: CoachConfig, inputs: CoachInputs) -> Coach:
     """The local coach of `config.scoring`, on the engine functions the caller passes."""
-    if config.scoring == "criteria" and config.learn.enabled:
+    if config.scoring == "criteria" and config.learn.reads_head:
         if inputs.features_fn is None or inputs.head is None:
             raise ValueError(
                 "coach.learn needs a features_fn (the coach model's features) and the head to read"

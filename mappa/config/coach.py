@@ -45,10 +45,22 @@ class CoachLearnConfig(Section):
     by the features' size: `mappa.coach.head`); larger: smaller steps."""
     max_steps: int = Field(200, ge=1, le=10_000)
     """L-BFGS iterations per update (the objective is convex: it usually converges sooner)."""
+    start: str | None = None
+    """A head another run learned (its `RUN/iter-K/coach-update/head.json`, local or an fsspec URL) to
+    start from instead of the coach model's own Yes/No readout. With `signal: off` the coach reads every
+    answer with that head and never changes it: a learned coach, frozen (say, for `mappa coach-check` of
+    a head, or to carry it into a new run). Needs coach.type=local and coach.scoring=criteria, on the
+    coach model the head was learned on."""
 
     @property
     def enabled(self) -> bool:
+        """The head learns during the run (a `coach-update` stage after every score stage)."""
         return self.signal != "off"
+
+    @property
+    def reads_head(self) -> bool:
+        """The coach reads its yes/no answers with a head (one that learns, or a learned one)."""
+        return self.enabled or self.start is not None
 
 
 class CoachConfig(Section):
@@ -204,12 +216,13 @@ class CoachConfig(Section):
                 f"coach.type=openai{_from(origins, 'coach.type')} needs coach.base_url, the endpoint: "
                 f"{_fix(origins, 'coach.base_url', 'http://127.0.0.1:8000/v1', beside='coach.type')}"
             )
-        if self.learn.enabled and (self.type != "local" or self.scoring != "criteria"):
+        if self.learn.reads_head and (self.type != "local" or self.scoring != "criteria"):
+            key = "coach.learn.signal" if self.learn.enabled else "coach.learn.start"
+            value, off = (self.learn.signal, "off") if self.learn.enabled else (self.learn.start, "null")
             raise ValueError(
-                f"coach.learn.signal={self.learn.signal}{_from(origins, 'coach.learn.signal')} learns the "
-                f"readout of a local model's yes/no answers: it needs coach.type=local and "
-                f"coach.scoring=criteria (now {self.type} and {self.scoring}); set them, or "
-                f"{_fix(origins, 'coach.learn.signal', 'off')}"
+                f"{key}={value}{_from(origins, key)} reads a local model's yes/no answers with a head: "
+                f"it needs coach.type=local and coach.scoring=criteria (now {self.type} and "
+                f"{self.scoring}); set them, or {_fix(origins, key, off)}"
             )
         for name in type(self).model_fields:
             value = getattr(self, name)
@@ -238,8 +251,10 @@ def _written_with_set(origins: Origins, key: str) -> bool:
 
 
 def _learns(value: dict | CoachLearnConfig) -> bool:
-    signal = value.get("signal", "off") if isinstance(value, dict) else value.signal
-    return signal != "off"
+    """The section reads answers with a head: it learns one, or starts from one."""
+    if isinstance(value, CoachLearnConfig):
+        return value.reads_head
+    return value.get("signal", "off") != "off" or value.get("start") is not None
 
 
 def _from(origins: Origins | None, key: str) -> str:

@@ -48,6 +48,7 @@ from mappa.coach.head import AnswerHead, Pair, action_log_odds, pair_accuracy, t
 from mappa.coach.learned import FeaturesFn, LearnedCriteriaCoach, is_no_question
 from mappa.coach.prompt import load_template
 from mappa.coach.score import build_all_requests, rule_verdict, score_trajectories, unusable_output
+from mappa.config.coach import CoachConfig
 from mappa.core.auc import auc
 from mappa.core.blame import ORIGINAL, blame_rows, replay_pairs
 from mappa.core.types import UNSCORED, Trajectory
@@ -56,6 +57,7 @@ from mappa.stages.replays import run_replays
 from mappa.stages.stage import Stage, output_parts, register, stage_complete, write_manifest
 from mappa.storage.frames import frame_to_trajectories, read_scores
 from mappa.storage.run import OUTPUTS, Run
+from mappa.storage.store import ArtifactStore
 
 STAGE_NAME = "coach-update"
 PAIRS = "pairs.parquet"
@@ -88,21 +90,60 @@ def remembered(features: FeaturesFn) -> FeaturesFn:
     return features_once
 
 
-def head_for(run: Run, iteration: int | None, worker: WorkerHandle) -> AnswerHead:
+def head_for(run: Run, coach_config: CoachConfig, iteration: int | None, worker: WorkerHandle) -> AnswerHead:
     """The head the score stage of `iteration` reads with: the one iteration `iteration - 1`'s update wrote
-    (None: the newest the run has), or at the start the coach model's own Yes/No readout."""
+    (None: the newest the run has), or at the start `coach.learn.start`'s head, else the coach model's own
+    Yes/No readout. A coach that does not learn reads with its start head throughout."""
+    start = coach_config.learn.start
+    if not coach_config.learn.enabled:
+        return start_head(start, worker)
     if iteration is None:
         done = [k for k in range(run.config.iterations) if stage_complete(run, k, STAGE_NAME)]
         iteration = done[-1] + 1 if done else 0
     if iteration == 0:
-        direction, bias = ray.get(worker.answer_direction.remote(ANSWERS))
-        return AnswerHead(tuple(direction), bias)
+        return start_head(start, worker) if start else model_readout(worker)
     if not stage_complete(run, iteration - 1, STAGE_NAME):
         raise FileNotFoundError(
             f"run {run.run_id}: the learning coach's head of iteration {iteration - 1} is missing or stale "
             f"({STAGE_NAME} of that iteration did not finish): `mappa resume {run.run_id}` computes it"
         )
     return AnswerHead.from_record(run.store.read_json(*output_parts(run, iteration - 1, STAGE_NAME)))
+
+
+def model_readout(worker: WorkerHandle) -> AnswerHead:
+    """The coach model's own Yes/No readout as a head (its output layer's Yes row less its No row)."""
+    direction, bias = ray.get(worker.answer_direction.remote(ANSWERS))
+    return AnswerHead(tuple(direction), bias)
+
+
+def start_head(path: str, worker: WorkerHandle) -> AnswerHead:
+    """`coach.learn.start`'s head, checked against the coach model's features (their number)."""
+    head = read_head(path)
+    width = len(model_readout(worker).weight)
+    if len(head.weight) != width:
+        raise ValueError(
+            f"coach.learn.start={path}: the head has {len(head.weight)} numbers, the coach model's features "
+            f"{width}: it was learned on another coach model; use that run's coach.model, or another head"
+        )
+    return head
+
+
+def read_head(path: str) -> AnswerHead:
+    """A `head.json` a `coach-update` stage wrote, at a local path or an fsspec URL."""
+    folder, _, name = path.rstrip("/").rpartition("/")
+    store = ArtifactStore(folder or ".")
+    if not store.exists(name):
+        raise FileNotFoundError(
+            f"coach.learn.start={path}: no such file. A learning run writes its heads as "
+            f"RUN/iter-K/{STAGE_NAME}/{OUTPUTS[STAGE_NAME]} (`mappa inspect RUN` lists the iterations)"
+        )
+    try:
+        return AnswerHead.from_record(store.read_json(name))
+    except (ValueError, KeyError, TypeError) as error:
+        raise ValueError(
+            f"coach.learn.start={path} is not a coach head ({error}): give a {OUTPUTS[STAGE_NAME]} that a "
+            f"{STAGE_NAME} stage wrote"
+        ) from error
 
 
 def update_coach(run: Run, iteration: int) -> dict[str, Any]:
@@ -118,7 +159,7 @@ def update_coach(run: Run, iteration: int) -> dict[str, Any]:
         replayed = run_replays(run, iteration, plans) if plans else []
     worker = coach_worker(run, coach_config.model, COACH)
     try:
-        head = head_for(run, iteration, worker)
+        head = head_for(run, coach_config, iteration, worker)
         coach = LearnedCriteriaCoach(
             remembered(features_fn(worker)), coach_config.model, load_template(coach_config.template), head
         )

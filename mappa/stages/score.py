@@ -127,9 +127,9 @@ def stage_coach(
         local_coach_fns(run, coach_config, worker_name) if local else (None, None, None)
     )
     features, head = None, None
-    if coach_config.learn.enabled:
+    if coach_config.learn.reads_head:
         worker = coach_worker(run, coach_config.model, worker_name)
-        features, head = features_fn(worker), head_for(run, iteration, worker)
+        features, head = features_fn(worker), head_for(run, coach_config, iteration, worker)
     cache = AnswerCache(run.store, run.run_id, coach_config.model, cache_settings(coach_config))
     coach = build_coach(
         coach_config, chat_fn, run.config.env_spec, logprob_fn, cache, grouped_fn, features, head

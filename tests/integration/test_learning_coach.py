@@ -1,7 +1,8 @@
 """The learning coach (`coach.learn`) in a real two-iteration run on the tiny model: the coach-update stage
 replays counterfactuals with the run's agents (Ray workers), learns a head from them, and the next score
 stage reads with that head; the stage done again gives the same head, and a different head makes the next
-score stage stale (no score is reused across coach versions)."""
+score stage stale (no score is reused across coach versions); a learned head carried into another run
+(`coach.learn.start`) reads its answers there, unchanged."""
 
 import shutil
 from pathlib import Path
@@ -68,3 +69,11 @@ def test_the_coach_learns_from_counterfactual_pairs_and_the_next_score_reads_its
     other = AnswerHead(other.weight, other.bias + 1.0)
     run.store.write_json(other.to_record(), *head_file)
     assert not stage_complete(run, 1, "score")
+
+    # that head, carried into a run whose coach does not learn: it reads every answer with it, no update
+    frozen = {**coach, "learn": {"start": run.store.path(*head_file)}}
+    path = write_tiny_config(tmp_path / "frozen.yaml", tiny_model, root, coach=frozen)
+    train(config_path=str(path), run_id="frozen")
+    run = Run.open(str(root), "frozen")
+    assert {s.coach_model for s in read_scores(run, 0)} == {f"{tiny_model}:criteria+head@{other.version}"}
+    assert not run.has_manifest(0, "coach-update")

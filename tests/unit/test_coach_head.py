@@ -2,6 +2,7 @@
 hand-made features; and the learned criteria coach at its start scoring as the criteria coach does."""
 
 import asyncio
+import json
 import math
 
 import pytest
@@ -108,3 +109,39 @@ def test_the_learned_coach_at_its_start_scores_as_the_criteria_coach(tiny_model)
     assert got[0].coach_model == f"tiny:criteria+head@{learned.head.version}"
     (asked, seen), _ = asyncio.run(learned.question_features(requests))
     assert asked == template.criteria_for("solver") and len(seen[0]) == model.config.hidden_size
+
+
+def test_a_learned_head_is_read_from_its_file_and_a_wrong_file_is_named(tmp_path):
+    from mappa.stages.coach_update import read_head
+
+    head = AnswerHead((0.5, -1.0), 0.25)
+    path = tmp_path / "iter-0002" / "coach-update" / "head.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(head.to_record()))
+    assert read_head(str(path)) == head
+
+    with pytest.raises(FileNotFoundError, match=r"coach.learn.start=.*missing.json: no such file.*head.json"):
+        read_head(str(tmp_path / "missing.json"))
+    path.write_text(json.dumps({"weight": [1.0]}))  # no bias: not a head
+    with pytest.raises(ValueError, match=r"is not a coach head .*give a head.json that a coach-update stage"):
+        read_head(str(path))
+    path.write_text(json.dumps({**head.to_record(), "bias": 3.0}))  # numbers edited after it was written
+    with pytest.raises(ValueError, match="do not match its version"):
+        read_head(str(path))
+
+
+def test_a_start_head_needs_a_local_criteria_coach_and_the_error_names_the_setting():
+    from mappa.config import ConfigError, load_config
+
+    learn = [
+        "coach.type=local",
+        "coach.template=judge",
+        "coach.learn.start=runs/r/iter-0002/coach-update/head.json",
+    ]
+    config = load_config("configs/mathchat-cpu-learn.yaml", [*learn, "coach.scoring=criteria"])
+    assert config.coach.learn.reads_head and not config.coach.learn.enabled  # a learned coach, frozen
+    with pytest.raises(ConfigError) as caught:
+        load_config("configs/mathchat-cpu-learn.yaml", [*learn, "coach.scoring=expected"])
+    message = str(caught.value)
+    assert "coach.learn.start=runs/r/iter-0002/coach-update/head.json (from --set) reads" in message
+    assert "needs coach.type=local and coach.scoring=criteria (now local and expected)" in message
