@@ -36,7 +36,7 @@ from mappa.agents.agent import Agent
 from mappa.cluster.ray_cluster import release_workers
 from mappa.coach.prompt import load_template
 from mappa.coach.score import score_trajectories
-from mappa.config import RunConfig
+from mappa.config import CoachConfig, RunConfig
 from mappa.core.blame import ORIGINAL, blame_rows, replay_pairs
 from mappa.core.types import Problem, Trajectory
 from mappa.envs.corruption import corruptions_for
@@ -134,7 +134,12 @@ def score_replays(run: Run, folder: str, config: RunConfig, replays: list[Trajec
     (`scores_identity`): a check stopped after some coaches goes on with the next."""
     parts = check_parts(run, folder, f"scores-{name}.parquet")
     identity = scores_identity(run, config, replays)
-    if identity is not None and stored_identity(run, parts) == identity and run.store.exists(*parts):
+    stored = stored_identity(run, parts)
+    if (
+        identity is not None
+        and same_scores(stored, identity, type(config.coach))
+        and run.store.exists(*parts)
+    ):
         frame = run.store.read_parquet(*parts)
         return dict(zip(frame["action_id"], frame["score"], strict=True))
     spec = run.config.env_spec
@@ -163,11 +168,29 @@ def scores_identity(run: Run, config: RunConfig, replays: list[Trajectory]) -> d
         for action in trajectory.actions
     )
     return {
-        "coach": coach.model_dump(mode="json"),
+        "coach": coach_settings(coach),
         "template_version": load_template(template).version if template else None,
         **({"head": head} if head else {}),
         "actions": hashlib.sha256("\n".join(actions).encode()).hexdigest(),
     }
+
+
+def coach_settings(coach: CoachConfig) -> dict[str, Any]:
+    """The coach's settings that differ from their defaults, and its type (as `RunConfig.config_hash`
+    counts them): a release that adds a setting keeps the stored scores of every coach."""
+    return {**coach.model_dump(mode="json", exclude_defaults=True), "type": coach.type}
+
+
+def same_scores(stored: dict[str, Any] | None, identity: dict[str, Any], section: type[CoachConfig]) -> bool:
+    """Whether stored scores' identity is `identity`: its coach read as this release reads it (a sidecar
+    may hold every setting, defaults too, as identities did before `coach_settings`)."""
+    if stored is None:
+        return False
+    try:
+        coach = coach_settings(section.model_validate(stored.get("coach")))
+    except ValueError:  # a setting this release no longer has: scored anew
+        return False
+    return {**stored, "coach": coach} == identity
 
 
 def identity_parts(parts: tuple[str, ...]) -> tuple[str, ...]:
