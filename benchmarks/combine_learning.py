@@ -2,6 +2,7 @@
 seeds, other sources, another session) paired problem by problem, without their run folders.
 
     python benchmarks/combine_learning.py A.json B.json [...] --out combined.json
+    python benchmarks/combine_learning.py combined.json --markdown     # its tables for README and docs
 
 Each file is a `learning.py --out` JSON with per-problem results (`per_problem`, written since 2026-12-06).
 The files must describe the same experiment: the same config, iterations and `--set` overrides, the same
@@ -26,7 +27,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # learning, beside this file
 from learning import COLUMNS, held_out_sets, print_lifts  # noqa: E402
-from learning_report import kind_report, print_kinds, print_targets, set_targets  # noqa: E402
+from learning_report import (  # noqa: E402
+    combined_markdown,
+    kind_report,
+    print_kinds,
+    print_targets,
+    set_targets,
+)
 
 from mappa.core.lift_stats import from_bits, lifts_by_source  # noqa: E402
 
@@ -37,6 +44,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("results", nargs="+", help="learning.py JSON files")
     parser.add_argument("--out", help="write the combined figures here (JSON)")
+    parser.add_argument(
+        "--markdown", action="store_true", help="print the README/docs tables of one --out JSON; no pairing"
+    )
     return parser.parse_args(argv)
 
 
@@ -124,6 +134,10 @@ def kinds_of_record(record: dict) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.markdown:
+        for path in args.results:
+            print(combined_markdown(json.loads(Path(path).read_text())))
+        return 0
     combined = combine(args.results)
     figures = {name: lifts_of(record) for name, record in combined.items()}
     kinds = {name: kinds_of_record(record) for name, record in combined.items() if "kinds" in record}

@@ -156,6 +156,35 @@ def markdown_tables(report: dict) -> str:
     return "\n".join(lines)
 
 
+def combined_markdown(report: dict) -> str:
+    """The lifts table of a `combine_learning.py --out` JSON (runs of several invocations, paired by
+    problem): per held-out set and source, its seeds, the change over the base and over outcome-only (over
+    problems, and Student's t over seeds), the problems gained and lost; then the change per kind."""
+    lines = [
+        "| set | source | seeds | vs base [problems] [seeds] | gained / lost "
+        "| vs outcome-only [problems] [seeds] |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, figures in report["lifts"].items():
+        for source, lift in figures["correct_flexible"].items():
+            base, other = lift["vs_base"], lift.get("vs_outcome")
+            seeds = ", ".join(str(seed) for seed in lift["seeds"])
+            lines.append(
+                f"| {name} | `{source}` | {seeds} | {_md_lift(base)} | {sum(base['gained'])} / "
+                f"{sum(base['lost'])} | {_md_lift(other) if other else '-'} |"
+            )
+    for name, kinds in report.get("kinds", {}).items():
+        for grouping in GROUPINGS:
+            sources = list(report["lifts"][name]["correct_flexible"])
+            lines += ["", f"{name}, change over the base per {grouping} [seeds x problems]:", ""]
+            lines.append(f"| {grouping} | n | " + " | ".join(f"`{s}`" for s in sources) + " |")
+            lines.append("|---|---|" + "---|" * len(sources))
+            for kind, by_kind in kinds[grouping].items():
+                cells = [_md_kind(by_kind["sources"][s]["vs_base"]) for s in sources]
+                lines.append(f"| {kind} | {by_kind['problems']} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def _after_by_source(summary: list[dict]) -> dict:
     """{source: [each seed's final flexible success]} and {'base': the base's}, from summary rows."""
     out: dict = {}

@@ -49,6 +49,13 @@ def test_runs_of_two_files_are_paired_by_seed_against_outcome_only(tmp_path, cap
     assert against["seeds"] == [1] and against["mean"] == pytest.approx(0.25)
     assert "llm" in capsys.readouterr().out
 
+    # the tables README shows, from the combined JSON: llm's seeds 0 and 1, +25 and +50 points over the base
+    assert main([str(tmp_path / "both.json"), "--markdown"]) == 0
+    table = capsys.readouterr().out.splitlines()
+    llm_row = next(line for line in table if line.startswith("| heldout | `llm` |"))
+    assert llm_row.startswith("| heldout | `llm` | 0, 1 | +37.5 [") and "| 3 / 0 | +25.0 [" in llm_row
+    assert "[one seed] |" in llm_row  # against outcome-only on seed 1 alone: no interval over seeds
+
 
 def test_a_file_without_per_problem_results_names_the_rerun(tmp_path):
     old = tmp_path / "old.json"
