@@ -177,8 +177,13 @@ def scores_identity(run: Run, config: RunConfig, replays: list[Trajectory]) -> d
 
 def coach_settings(coach: CoachConfig) -> dict[str, Any]:
     """The coach's settings that differ from their defaults, and its type (as `RunConfig.config_hash`
-    counts them): a release that adds a setting keeps the stored scores of every coach."""
-    return {**coach.model_dump(mode="json", exclude_defaults=True), "type": coach.type}
+    counts them): a release that adds a setting keeps the stored scores of every coach. A learned head
+    (`coach.learn.start`) counts by its version (`scores_identity`), not by where its file lies."""
+    settings = {**coach.model_dump(mode="json", exclude_defaults=True), "type": coach.type}
+    learn = settings.get("learn", {})
+    if learn.pop("start", None) is not None and not learn:  # a learned head counts by its version, not path
+        del settings["learn"]
+    return settings
 
 
 def same_scores(stored: dict[str, Any] | None, identity: dict[str, Any], section: type[CoachConfig]) -> bool:

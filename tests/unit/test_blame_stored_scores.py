@@ -32,3 +32,11 @@ def test_another_setting_template_or_actions_scores_anew():
         {**stored, "coach": {**stored["coach"], "retired": 1}}, identity(coach), CoachConfig
     )
     assert not same_scores(None, identity(coach), CoachConfig)
+
+
+def test_a_learned_head_counts_by_its_version_not_where_its_file_lies():
+    here = CoachConfig(**JUDGE, learn={"start": "/a/runs/r/iter-0002/coach-update/head.json"})
+    there = CoachConfig(**JUDGE, learn={"start": "runs/r/iter-0002/coach-update/head.json"})
+    assert coach_settings(here) == coach_settings(there) == {**JUDGE, "type": "local"}
+    learning = CoachConfig(**JUDGE, learn={"start": "x/head.json", "signal": "pairs"})
+    assert coach_settings(learning)["learn"] == {"signal": "pairs"}
