@@ -131,14 +131,7 @@ def markdown_tables(report: dict) -> str:
                 f"| {sum(base['gained'])} / {sum(base['lost'])} | {_md_lift(other) if other else '-'} |"
             )
     for name, figures in sets.items():
-        for grouping in GROUPINGS:
-            lines += ["", f"{name}, change over the base per {grouping} [seeds x problems]:", ""]
-            sources = list(figures["lifts"]["correct_flexible"])
-            lines.append(f"| {grouping} | n | " + " | ".join(f"`{s}`" for s in sources) + " |")
-            lines.append("|---|---|" + "---|" * len(sources))
-            for kind, by_kind in figures["kinds"][grouping].items():
-                cells = [_md_kind(by_kind["sources"][s]["vs_base"]) for s in sources]
-                lines.append(f"| {kind} | {by_kind['problems']} | " + " | ".join(cells) + " |")
+        lines += _md_kind_tables(name, list(figures["lifts"]["correct_flexible"]), figures["kinds"])
     lines += [
         "",
         "| set | best coach | over base | over outcome-only | no kind worse | met |",
@@ -174,15 +167,21 @@ def combined_markdown(report: dict) -> str:
                 f"{sum(base['lost'])} | {_md_lift(other) if other else '-'} |"
             )
     for name, kinds in report.get("kinds", {}).items():
-        for grouping in GROUPINGS:
-            sources = list(report["lifts"][name]["correct_flexible"])
-            lines += ["", f"{name}, change over the base per {grouping} [seeds x problems]:", ""]
-            lines.append(f"| {grouping} | n | " + " | ".join(f"`{s}`" for s in sources) + " |")
-            lines.append("|---|---|" + "---|" * len(sources))
-            for kind, by_kind in kinds[grouping].items():
-                cells = [_md_kind(by_kind["sources"][s]["vs_base"]) for s in sources]
-                lines.append(f"| {kind} | {by_kind['problems']} | " + " | ".join(cells) + " |")
+        lines += _md_kind_tables(name, list(report["lifts"][name]["correct_flexible"]), kinds)
     return "\n".join(lines)
+
+
+def _md_kind_tables(name: str, sources: list[str], kinds: dict) -> list[str]:
+    """One held-out set's change over the base per kind, a table per grouping, a column per source."""
+    lines = []
+    for grouping in GROUPINGS:
+        lines += ["", f"{name}, change over the base per {grouping} [seeds x problems]:", ""]
+        lines.append(f"| {grouping} | n | " + " | ".join(f"`{s}`" for s in sources) + " |")
+        lines.append("|---|---|" + "---|" * len(sources))
+        for kind, by_kind in kinds[grouping].items():
+            cells = [_md_kind(by_kind["sources"][s]["vs_base"]) for s in sources]
+            lines.append(f"| {kind} | {by_kind['problems']} | " + " | ".join(cells) + " |")
+    return lines
 
 
 def _after_by_source(summary: list[dict]) -> dict:

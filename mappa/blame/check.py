@@ -134,10 +134,9 @@ def score_replays(run: Run, folder: str, config: RunConfig, replays: list[Trajec
     (`scores_identity`): a check stopped after some coaches goes on with the next."""
     parts = check_parts(run, folder, f"scores-{name}.parquet")
     identity = scores_identity(run, config, replays)
-    stored = stored_identity(run, parts)
     if (
         identity is not None
-        and same_scores(stored, identity, type(config.coach))
+        and same_scores(stored_identity(run, parts), identity, type(config.coach))
         and run.store.exists(*parts)
     ):
         frame = run.store.read_parquet(*parts)
